@@ -1,0 +1,34 @@
+# Every target sets the toolchain itself: machines start with Go 1.26 and
+# GOTOOLCHAIN=local, and weir needs Go 1.27 (generic methods).
+export GOTOOLCHAIN := go1.27.3
+GO ?= go
+
+# Packages whose goroutines talk to each other: tested with the race detector.
+RACE_PKGS := ./internal/runtime/... ./connectors/... .
+
+.PHONY: all build demo test test-short race vet fmt bench bench-memory clean
+
+all: build test
+
+build:
+	$(GO) build -o bin/weir ./cmd/weir
+
+demo: build
+	./bin/weir run wordcount
+
+vet:
+	$(GO) vet ./...
+	@out=$$(gofmt -l . | grep -v '^testdata/'); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+test: vet
+	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -race $(RACE_PKGS)
+
+test-short:
+	$(GO) test -short ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./bench/
+
+clean:
+	rm -rf bin out

@@ -1,0 +1,18 @@
+// Package connector defines the contracts between weir and the systems it reads
+// from and writes to: split-based sources whose read positions can be
+// snapshotted and rewound, and sinks whose writers may take part in the
+// two-phase commit of a checkpoint.
+//
+// Connectors (packages under connectors/) depend on this package only, never on
+// the runtime. The runtime drives every method of a Reader or a Writer from the
+// one goroutine of the task that owns it, so implementations need no locks
+// unless they start goroutines of their own.
+//
+// # Exactly-once
+//
+// A source is exactly-once when Reader.Snapshot returns positions from which a
+// new reader, given the same splits, emits exactly the records that followed the
+// snapshot. A sink is exactly-once when its writer implements PreCommitter and
+// its Sink implements Committer: records written between two checkpoints become
+// visible only when the checkpoint that pre-committed them completes.
+package connector

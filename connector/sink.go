@@ -1,0 +1,67 @@
+package connector
+
+import (
+	"context"
+	"log/slog"
+)
+
+// Sink writes the records of a stream to an external system. A Sink value is a
+// description shared by all subtasks; each subtask gets its own Writer.
+type Sink[T any] interface {
+	// NewWriter creates the writer of one subtask. It must not start
+	// goroutines.
+	NewWriter(ctx WriterContext) (Writer[T], error)
+}
+
+// WriterContext tells a writer where it runs.
+type WriterContext struct {
+	// JobID identifies the job; stable across restarts of the same job.
+	JobID string
+	// Subtask is the index of the writer's subtask, in [0, Parallelism).
+	Subtask int
+	// Parallelism is the number of subtasks of the sink.
+	Parallelism int
+	// Attempt counts the restarts of the job, from 0; a writer can use it to
+	// pick names that do not collide with those of a failed attempt.
+	Attempt int
+	// Logger is the subtask's logger; never nil.
+	Logger *slog.Logger
+}
+
+// Writer writes records. All methods are called from the task's goroutine.
+type Writer[T any] interface {
+	// Write writes one record. An error fails the job.
+	Write(rec T) error
+	// Flush is called before each checkpoint's pre-commit and once at the end
+	// of input (endOfInput true): buffered records must then be handed to the
+	// external system.
+	Flush(endOfInput bool) error
+	// Close releases the writer's resources. It is called once, also after an
+	// error; it must not make uncommitted data visible.
+	Close() error
+}
+
+// PreCommitter is implemented by a Writer that takes part in two-phase commit.
+// During the synchronous part of checkpoint n (after Flush) PreCommit closes
+// the transaction that holds the records written since the previous
+// checkpoint and returns a committable describing it. The committable is
+// stored in the checkpoint; it is committed by the Sink's Committer once the
+// checkpoint is complete, and again after a restore from that checkpoint.
+type PreCommitter interface {
+	PreCommit(checkpointID int64) (committable []byte, err error)
+}
+
+// Committable is a pre-committed transaction of one subtask.
+type Committable struct {
+	CheckpointID int64
+	Subtask      int
+	Data         []byte
+}
+
+// Committer is implemented by a Sink whose writers are PreCommitters. Commit
+// makes the committables' records visible. It must be idempotent: after a
+// failure it may be called again with committables that were already
+// committed.
+type Committer interface {
+	Commit(ctx context.Context, committables []Committable) error
+}

@@ -1,0 +1,292 @@
+package weir
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/keygroup"
+	"github.com/weirstream/weir/internal/runtime"
+)
+
+// Environment collects the operators of a job and runs them.
+type Environment struct {
+	opts  Options
+	nodes []node
+	edges []edge
+	errs  []error
+	uids  map[string]bool
+	names map[string]int
+}
+
+// NewEnvironment returns an environment configured by opts. Options are
+// validated by Execute.
+func NewEnvironment(opts Options) *Environment {
+	return &Environment{opts: opts, uids: make(map[string]bool), names: make(map[string]int)}
+}
+
+// Options returns the environment's options with defaults filled in.
+func (e *Environment) Options() Options {
+	o := e.opts
+	o.EnsureDefaults()
+	return o
+}
+
+func (e *Environment) fail(err error) { e.errs = append(e.errs, err) }
+
+// nodeBase is the untyped part of every operator of the stream graph.
+type nodeBase struct {
+	env         *Environment
+	id          graph.NodeID
+	name, uid   string
+	kind        graph.Kind
+	parallelism int // 0: the environment's default
+	inputs      int
+	keyed       bool
+	noChain     bool
+	sides       map[string]sidePort
+	sideTypes   map[string]reflect.Type
+}
+
+func (n *nodeBase) base() *nodeBase { return n }
+
+// node is a stream-graph node as the builder sees it.
+type node interface {
+	base() *nodeBase
+	// reset forgets the instances of a previous deployment.
+	reset(parallelism int)
+	// buildHead builds subtask s of the node when it heads a task.
+	buildHead(bc *buildCtx, s int)
+}
+
+// edge is a stream-graph edge as the builder sees it.
+type edge interface {
+	common() *edgeCommon
+	// createChannels creates the channels of a non-chained edge.
+	createChannels(bc *buildCtx)
+	// attach binds the channels' receiving ends to the consumer's subtasks.
+	attach(bc *buildCtx)
+}
+
+type edgeCommon struct {
+	id       int
+	from, to *nodeBase
+	port     string
+	input    int
+	part     graph.Partitioner
+	partSet  bool
+}
+
+func (c *edgeCommon) common() *edgeCommon { return c }
+
+func (e *Environment) addNode(n node, name string, kind graph.Kind, inputs int) *nodeBase {
+	b := n.base()
+	b.env, b.id, b.kind, b.inputs = e, graph.NodeID(len(e.nodes)), kind, inputs
+	if name == "" {
+		name = kind.String()
+	}
+	b.name = name
+	e.names[name]++
+	uid := name
+	for k := e.names[name]; e.uids[uid]; k++ {
+		uid = fmt.Sprintf("%s-%d", name, k)
+	}
+	b.uid = uid
+	e.uids[uid] = true
+	e.nodes = append(e.nodes, n)
+	return b
+}
+
+func (e *Environment) addEdge(ed edge) {
+	c := ed.common()
+	c.id = len(e.edges)
+	e.edges = append(e.edges, ed)
+}
+
+// streamGraph resolves defaults and returns the pure graph.
+func (e *Environment) streamGraph(opts Options) *graph.StreamGraph {
+	sg := &graph.StreamGraph{MaxParallelism: opts.MaxParallelism}
+	par := func(b *nodeBase) int {
+		if b.parallelism > 0 {
+			return b.parallelism
+		}
+		return opts.Parallelism
+	}
+	for _, n := range e.nodes {
+		b := n.base()
+		sg.Nodes = append(sg.Nodes, graph.Node{
+			ID: b.id, UID: b.uid, Name: b.name, Kind: b.kind, Parallelism: par(b),
+			Inputs: b.inputs, Keyed: b.keyed, NoChain: b.noChain,
+		})
+	}
+	for _, ed := range e.edges {
+		c := ed.common()
+		if !c.partSet {
+			c.part = graph.Forward
+			if par(c.from) != par(c.to) {
+				c.part = graph.Rebalance
+			}
+		}
+		sg.Edges = append(sg.Edges, graph.Edge{ID: c.id, From: c.from.id, To: c.to.id, Port: c.port, Input: c.input, Partitioner: c.part})
+	}
+	return sg
+}
+
+// Execute runs the job and waits until it ends: all bounded sources are
+// exhausted and their records processed (nil), ctx is cancelled (ctx's
+// error), or an operator fails (an error naming the operator and subtask).
+func (e *Environment) Execute(ctx context.Context, jobName string) error {
+	if err := errors.Join(e.errs...); err != nil {
+		return fmt.Errorf("job %q is not valid: %w", jobName, err)
+	}
+	opts := e.opts
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	if opts.JobID == "" {
+		opts.JobID = jobName
+	}
+	jg, err := graph.Compile(e.streamGraph(opts))
+	if err != nil {
+		return fmt.Errorf("job %q is not valid: %w", jobName, err)
+	}
+	stop := make(chan struct{})
+	bc := &buildCtx{ctx: ctx, opts: opts, jg: jg, stop: stop,
+		logger: opts.Logger.With("job", opts.JobID)}
+	tasks, err := bc.deploy(e)
+	if err != nil {
+		return err
+	}
+	bc.logger.Info("job started", "vertices", len(jg.Vertices), "tasks", len(tasks))
+	err = runtime.NewJob(tasks, stop).Run(ctx)
+	if err != nil {
+		bc.logger.Error("job failed", "err", err)
+	} else {
+		bc.logger.Info("job finished")
+	}
+	return err
+}
+
+// buildCtx holds one deployment of a job graph.
+type buildCtx struct {
+	ctx    context.Context
+	opts   Options
+	jg     *graph.JobGraph
+	stop   chan struct{}
+	logger *slog.Logger
+	tasks  [][]*runtime.TaskConfig // [vertex][subtask]
+	err    error
+}
+
+func (bc *buildCtx) fail(err error) {
+	if bc.err == nil {
+		bc.err = err
+	}
+}
+
+func (bc *buildCtx) parallelism(n *nodeBase) int {
+	return bc.jg.Stream.Nodes[n.id].Parallelism
+}
+
+func (bc *buildCtx) task(n *nodeBase, s int) *runtime.TaskConfig {
+	return bc.tasks[bc.jg.VertexOf[n.id]][s]
+}
+
+func (bc *buildCtx) deploy(e *Environment) ([]*runtime.Task, error) {
+	for _, n := range e.nodes {
+		n.reset(bc.parallelism(n.base()))
+	}
+	bc.tasks = make([][]*runtime.TaskConfig, len(bc.jg.Vertices))
+	for _, v := range bc.jg.Vertices {
+		for s := range v.Parallelism {
+			cfg := &runtime.TaskConfig{
+				Name: v.Name, Subtask: s, Parallelism: v.Parallelism,
+				Doorbell: make(chan struct{}, 1), Cursor: new(runtime.Cursor),
+				Chain: make([]runtime.Chained, len(v.Nodes)), Logger: bc.logger,
+			}
+			for i, id := range v.Nodes {
+				cfg.Chain[i].Name = bc.jg.Stream.Nodes[id].Name
+			}
+			bc.tasks[v.ID] = append(bc.tasks[v.ID], cfg)
+		}
+	}
+	for _, ed := range e.edges {
+		if !bc.jg.Chained[ed.common().id] {
+			ed.createChannels(bc)
+		}
+	}
+	for _, v := range bc.jg.Vertices {
+		for s := range v.Parallelism {
+			e.nodes[v.Head].buildHead(bc, s)
+		}
+	}
+	if bc.err != nil {
+		return nil, bc.err
+	}
+	for _, ed := range e.edges {
+		if !bc.jg.Chained[ed.common().id] {
+			ed.attach(bc)
+		}
+	}
+	var tasks []*runtime.Task
+	for _, vt := range bc.tasks {
+		for _, cfg := range vt {
+			tasks = append(tasks, runtime.NewTask(*cfg))
+		}
+	}
+	return tasks, nil
+}
+
+// opEnv is what an operator instance knows about its place in the job.
+type opEnv struct {
+	name, uid   string
+	jobID       string
+	subtask     int
+	parallelism int
+	maxPar      int
+	keyGroups   keygroup.Range
+	cursor      *runtime.Cursor
+	index       int // position in the task's chain
+	logger      *slog.Logger
+	sides       map[string]any // side-output tag id -> runtime.Output[X]
+	ctx         context.Context
+}
+
+func (bc *buildCtx) opEnv(n *nodeBase, s int) *opEnv {
+	v := bc.jg.Vertices[bc.jg.VertexOf[n.id]]
+	idx := 0
+	for i, id := range v.Nodes {
+		if id == n.id {
+			idx = i
+		}
+	}
+	par := bc.parallelism(n)
+	env := &opEnv{
+		name: n.name, uid: n.uid, jobID: bc.opts.JobID, subtask: s, parallelism: par,
+		maxPar: bc.opts.MaxParallelism, cursor: bc.task(n, s).Cursor, index: idx,
+		logger: bc.logger.With("operator", n.name, "subtask", s), ctx: bc.ctx,
+	}
+	if n.keyed {
+		env.keyGroups = keygroup.RangeFor(bc.opts.MaxParallelism, par, s)
+	}
+	if len(n.sides) > 0 {
+		env.sides = make(map[string]any, len(n.sides))
+		for tag, p := range n.sides {
+			env.sides[tag] = p.sideOutput(bc, s)
+		}
+	}
+	return env
+}
+
+func (bc *buildCtx) addOperator(n *nodeBase, s int, op runtime.Operator) {
+	cfg := bc.task(n, s)
+	for i, id := range bc.jg.Vertices[bc.jg.VertexOf[n.id]].Nodes {
+		if id == n.id {
+			cfg.Chain[i].Op = op
+		}
+	}
+}

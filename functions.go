@@ -1,0 +1,89 @@
+package weir
+
+import (
+	"log/slog"
+
+	"github.com/weirstream/weir/internal/runtime"
+)
+
+// Collector receives the records a function emits.
+type Collector[T any] interface {
+	// Collect emits v with the timestamp of the record being processed.
+	Collect(v T)
+}
+
+// collector emits into a runtime output with the current record's timestamp.
+type collector[T any] struct {
+	out runtime.Output[T]
+	ts  *int64
+}
+
+func (c *collector[T]) Collect(v T) { c.out.Emit(v, *c.ts) }
+
+// ProcessFunction processes the records of a non-keyed stream.
+// Optional hooks: Open(*Context) error, Close() error.
+type ProcessFunction[IN, OUT any] interface {
+	ProcessElement(ctx *Context, in IN, out Collector[OUT]) error
+}
+
+// KeyedProcessFunction processes the records of a keyed stream, with keyed
+// state scoped to each record's key. Optional hooks: Open(*KeyedContext[K])
+// error, Close() error. Keyed state is created in Open with Value.
+type KeyedProcessFunction[K comparable, IN, OUT any] interface {
+	ProcessElement(ctx *KeyedContext[K], in IN, out Collector[OUT]) error
+}
+
+// CoProcessFunction processes the two inputs of connected streams. Optional
+// hooks: Open(*Context) error, Close() error.
+type CoProcessFunction[IN1, IN2, OUT any] interface {
+	ProcessElement1(ctx *Context, in IN1, out Collector[OUT]) error
+	ProcessElement2(ctx *Context, in IN2, out Collector[OUT]) error
+}
+
+// KeyedCoProcessFunction processes the two inputs of connected keyed streams,
+// with keyed state shared by both inputs. Optional hooks:
+// Open(*KeyedContext[K]) error, Close() error.
+type KeyedCoProcessFunction[K comparable, IN1, IN2, OUT any] interface {
+	ProcessElement1(ctx *KeyedContext[K], in IN1, out Collector[OUT]) error
+	ProcessElement2(ctx *KeyedContext[K], in IN2, out Collector[OUT]) error
+}
+
+type closer interface{ Close() error }
+
+// Context is what a process function knows about where it runs and the
+// record it processes.
+type Context struct {
+	env *opEnv
+	ts  int64
+}
+
+// Timestamp returns the event-time timestamp of the current record, and
+// false when it has none.
+func (c *Context) Timestamp() (int64, bool) { return c.ts, c.ts != runtime.NoTimestamp }
+
+// Subtask returns the index of the subtask, in [0, Parallelism()).
+func (c *Context) Subtask() int { return c.env.subtask }
+
+// Parallelism returns the number of subtasks of the operator.
+func (c *Context) Parallelism() int { return c.env.parallelism }
+
+// Operator returns the operator's name.
+func (c *Context) Operator() string { return c.env.name }
+
+// Logger returns a logger carrying the job, operator and subtask.
+func (c *Context) Logger() *slog.Logger { return c.env.logger }
+
+func (c *Context) context() *Context { return c }
+
+// contexter is satisfied by *Context and *KeyedContext.
+type contexter interface{ context() *Context }
+
+// KeyedContext is the Context of a keyed function: it also knows the current
+// key and owns the keyed state.
+type KeyedContext[K comparable] struct {
+	Context
+	keyed *keyedEnv[K]
+}
+
+// CurrentKey returns the key of the record being processed.
+func (c *KeyedContext[K]) CurrentKey() K { return c.keyed.backend.CurrentKey() }

@@ -1,0 +1,202 @@
+package runtime
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/weirstream/weir/connector"
+)
+
+// NoTimestamp marks a record without an event-time timestamp.
+const NoTimestamp = connector.NoTimestamp
+
+// EventKind is the kind of an in-band control event.
+type EventKind uint8
+
+const (
+	// EndOfPartition says the sending subtask will send nothing more.
+	EndOfPartition EventKind = iota + 1
+	// Barrier carries a checkpoint id (ID).
+	Barrier
+	// CancelBarrier aborts the alignment of a checkpoint (ID).
+	CancelBarrier
+	// Watermark carries event-time progress (Timestamp).
+	Watermark
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EndOfPartition:
+		return "end-of-partition"
+	case Barrier:
+		return "barrier"
+	case CancelBarrier:
+		return "cancel-barrier"
+	case Watermark:
+		return "watermark"
+	}
+	return "unknown-event"
+}
+
+// Event is an in-band control event.
+type Event struct {
+	Kind      EventKind
+	ID        int64 // checkpoint id of a barrier or cancel marker
+	Timestamp int64 // watermark time, or the trigger time of a barrier
+}
+
+// envelope is one element of a channel's queue: a batch of records, or an
+// event when recs is nil.
+type envelope[T any] struct {
+	recs []T
+	ts   []int64 // nil when no record of the batch has a timestamp
+	ev   Event
+}
+
+// Channel connects one producing subtask to one consuming subtask.
+type Channel[T any] struct {
+	queue    chan envelope[T]
+	free     chan []T
+	freeTS   chan []int64
+	doorbell chan struct{} // the consuming task's; rung after each send
+	stats    *ChannelStats
+}
+
+// ChannelStats are a channel's counters, read concurrently by metrics.
+type ChannelStats struct {
+	// BackpressuredNanos is the time senders spent waiting for queue space.
+	BackpressuredNanos atomic.Int64
+	// BatchesAllocated counts the batches ever allocated for the channel;
+	// with recycling it stays near the queue's capacity however many records
+	// flow, which is what bounds a job's memory.
+	BatchesAllocated atomic.Int64
+}
+
+// A batch is either queued, held by the sender (being filled), held by the
+// receiver (being processed) or free. Allocation happens only when none is
+// free, so at most capacity+2 batches ever exist, and the free list, with room
+// for all of them, never drops one.
+
+// NewChannel creates a channel holding at most capacity batches (>= 1) that
+// wakes the consuming task through doorbell.
+func NewChannel[T any](capacity int, doorbell chan struct{}, stats *ChannelStats) *Channel[T] {
+	if stats == nil {
+		stats = new(ChannelStats)
+	}
+	return &Channel[T]{
+		queue:    make(chan envelope[T], capacity),
+		free:     make(chan []T, capacity+2),
+		freeTS:   make(chan []int64, capacity+2),
+		doorbell: doorbell,
+		stats:    stats,
+	}
+}
+
+// send enqueues env, waiting while the queue is full; it gives up when done
+// is closed and reports false.
+func (c *Channel[T]) send(env envelope[T], done <-chan struct{}) bool {
+	select {
+	case c.queue <- env:
+	default:
+		start := time.Now()
+		select {
+		case c.queue <- env:
+		case <-done:
+			return false
+		}
+		c.stats.BackpressuredNanos.Add(int64(time.Since(start)))
+	}
+	select {
+	case c.doorbell <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// batch returns an empty batch with room for n records, recycled if possible.
+func (c *Channel[T]) batch(n int) []T {
+	select {
+	case b := <-c.free:
+		return b
+	default:
+		c.stats.BatchesAllocated.Add(1)
+		return make([]T, 0, n)
+	}
+}
+
+func (c *Channel[T]) timestamps(n int) []int64 {
+	select {
+	case b := <-c.freeTS:
+		return b
+	default:
+		return make([]int64, 0, n)
+	}
+}
+
+func (c *Channel[T]) recycle(env envelope[T]) {
+	clear(env.recs) // drop references so that the GC can free what records point to
+	select {
+	case c.free <- env.recs[:0]:
+	default:
+	}
+	if env.ts != nil {
+		select {
+		case c.freeTS <- env.ts[:0]:
+		default:
+		}
+	}
+}
+
+// InputChannel is the untyped face of a channel's receiving end, as a task
+// sees it.
+type InputChannel interface {
+	// Poll takes the next envelope without waiting. A batch of records is
+	// delivered to the typed consumer and reported as data (ok, !isEvent); an
+	// event is returned. ok is false when the queue is empty.
+	Poll() (ev Event, isEvent, ok bool)
+}
+
+// Input binds a channel's receiving end to the operator input that consumes it.
+type Input[T any] struct {
+	ch  *Channel[T]
+	dst Output[T]
+	// Records counts the records received.
+	records *atomic.Int64
+}
+
+// NewInput returns the receiving end of ch, delivering records to dst.
+func NewInput[T any](ch *Channel[T], dst Output[T], records *atomic.Int64) *Input[T] {
+	if records == nil {
+		records = new(atomic.Int64)
+	}
+	return &Input[T]{ch: ch, dst: dst, records: records}
+}
+
+// Poll implements InputChannel.
+func (in *Input[T]) Poll() (Event, bool, bool) {
+	select {
+	case env := <-in.ch.queue:
+		if env.recs == nil {
+			return env.ev, true, true
+		}
+		dst := in.dst
+		if env.ts == nil {
+			for _, r := range env.recs {
+				dst.Emit(r, NoTimestamp)
+			}
+		} else {
+			for i, r := range env.recs {
+				dst.Emit(r, env.ts[i])
+			}
+		}
+		in.records.Add(int64(len(env.recs)))
+		in.ch.recycle(env)
+		return Event{}, false, true
+	default:
+		return Event{}, false, false
+	}
+}
+
+// errSendCancelled unwinds a task whose job stopped while it waited to send.
+var errSendCancelled = context.Canceled

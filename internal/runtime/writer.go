@@ -1,0 +1,169 @@
+package runtime
+
+import (
+	"sync/atomic"
+
+	"github.com/weirstream/weir/internal/graph"
+)
+
+// Output receives records. Operators emit into an Output; the next operator
+// of a chain is an Output, and so is a RecordWriter. Emit is called on the
+// task goroutine only.
+type Output[T any] interface {
+	Emit(rec T, ts int64)
+}
+
+// Discard is an Output that drops every record.
+type Discard[T any] struct{}
+
+// Emit implements Output.
+func (Discard[T]) Emit(T, int64) {}
+
+// FanOut emits every record to each of its outputs in turn.
+type FanOut[T any] []Output[T]
+
+// Emit implements Output.
+func (f FanOut[T]) Emit(rec T, ts int64) {
+	for _, o := range f {
+		o.Emit(rec, ts)
+	}
+}
+
+// Writer is the untyped face of a RecordWriter, used by its task.
+type Writer interface {
+	// Flush sends every non-empty buffered batch.
+	Flush()
+	// Broadcast flushes and then sends ev to every target channel.
+	Broadcast(ev Event)
+}
+
+// RecordWriter partitions the records of one producing subtask over the
+// channels of an edge, batching per target.
+type RecordWriter[T any] struct {
+	targets   []*Channel[T]
+	bufs      [][]T
+	tss       [][]int64
+	part      graph.Partitioner
+	keyGroup  func(T) int // for Hash: the record's key group
+	maxPar    int
+	batchSize int
+	next      int
+	done      <-chan struct{}
+	records   *atomic.Int64
+}
+
+// WriterOptions configure a RecordWriter.
+type WriterOptions[T any] struct {
+	// Partitioner picks the targets of a record. With Forward, targets holds
+	// exactly one channel.
+	Partitioner graph.Partitioner
+	// KeyGroup returns the key group of a record; required for Hash.
+	KeyGroup func(T) int
+	// MaxParallelism is the number of key groups; required for Hash.
+	MaxParallelism int
+	// BatchSize is the number of records per batch (>= 1).
+	BatchSize int
+	// Done is closed when the task is cancelled; a blocked send then gives up.
+	Done <-chan struct{}
+	// Records counts the records written; may be nil.
+	Records *atomic.Int64
+	// Subtask is the producing subtask; Rebalance starts at its index so that
+	// subtasks do not all start on the same target.
+	Subtask int
+}
+
+// NewRecordWriter creates a writer over targets (one per consuming subtask).
+func NewRecordWriter[T any](targets []*Channel[T], o WriterOptions[T]) *RecordWriter[T] {
+	if o.Records == nil {
+		o.Records = new(atomic.Int64)
+	}
+	w := &RecordWriter[T]{
+		targets:   targets,
+		bufs:      make([][]T, len(targets)),
+		tss:       make([][]int64, len(targets)),
+		part:      o.Partitioner,
+		keyGroup:  o.KeyGroup,
+		maxPar:    o.MaxParallelism,
+		batchSize: o.BatchSize,
+		done:      o.Done,
+		records:   o.Records,
+	}
+	if len(targets) > 0 {
+		w.next = o.Subtask % len(targets)
+	}
+	return w
+}
+
+// Emit implements Output.
+func (w *RecordWriter[T]) Emit(rec T, ts int64) {
+	switch w.part {
+	case graph.Forward:
+		w.append(0, rec, ts)
+	case graph.Rebalance:
+		w.append(w.next, rec, ts)
+		w.next++
+		if w.next == len(w.targets) {
+			w.next = 0
+		}
+	case graph.Hash:
+		kg := w.keyGroup(rec)
+		w.append(kg*len(w.targets)/w.maxPar, rec, ts)
+	case graph.Broadcast:
+		for i := range w.targets {
+			w.append(i, rec, ts)
+		}
+	}
+}
+
+func (w *RecordWriter[T]) append(i int, rec T, ts int64) {
+	b := w.bufs[i]
+	if b == nil {
+		b = w.targets[i].batch(w.batchSize)
+	}
+	if ts != NoTimestamp && w.tss[i] == nil {
+		// First timestamped record of the batch: earlier ones had none.
+		t := w.targets[i].timestamps(w.batchSize)
+		for range b {
+			t = append(t, NoTimestamp)
+		}
+		w.tss[i] = t
+	}
+	b = append(b, rec)
+	if w.tss[i] != nil {
+		w.tss[i] = append(w.tss[i], ts)
+	}
+	w.bufs[i] = b
+	if len(b) >= w.batchSize {
+		w.flush(i)
+	}
+}
+
+func (w *RecordWriter[T]) flush(i int) {
+	b := w.bufs[i]
+	if len(b) == 0 {
+		return
+	}
+	env := envelope[T]{recs: b, ts: w.tss[i]}
+	w.bufs[i], w.tss[i] = nil, nil
+	w.records.Add(int64(len(b)))
+	if !w.targets[i].send(env, w.done) {
+		panic(errSendCancelled)
+	}
+}
+
+// Flush implements Writer.
+func (w *RecordWriter[T]) Flush() {
+	for i := range w.targets {
+		w.flush(i)
+	}
+}
+
+// Broadcast implements Writer.
+func (w *RecordWriter[T]) Broadcast(ev Event) {
+	for i, t := range w.targets {
+		w.flush(i)
+		if !t.send(envelope[T]{ev: ev}, w.done) {
+			panic(errSendCancelled)
+		}
+	}
+}

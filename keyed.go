@@ -1,0 +1,168 @@
+package weir
+
+import (
+	"fmt"
+
+	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/keygroup"
+	"github.com/weirstream/weir/internal/runtime"
+	"github.com/weirstream/weir/internal/statebackend"
+	"github.com/weirstream/weir/internal/statebackend/heap"
+	"github.com/weirstream/weir/state"
+)
+
+// KeyedStream is a stream partitioned by a key of type K: all records with the
+// same key go to the same subtask, and keyed state is scoped to the key.
+type KeyedStream[K comparable, T any] struct {
+	in    *Stream[T]
+	key   func(T) K
+	codec codec.Codec[K]
+}
+
+// KeyBy partitions s by key. The key's bytes (from the built-in codec for K)
+// decide its key group: hash(keyBytes) mod MaxParallelism.
+func (s *Stream[T]) KeyBy[K comparable](key func(T) K) *KeyedStream[K, T] {
+	c, err := codec.Of[K]()
+	if err != nil {
+		s.env.fail(fmt.Errorf("KeyBy: %w (use KeyByCodec with a codec of your own)", err))
+	}
+	return &KeyedStream[K, T]{in: s, key: key, codec: c}
+}
+
+// KeyByCodec is KeyBy with a codec of the caller's for the key. The codec
+// must be deterministic: equal keys give equal bytes.
+func (s *Stream[T]) KeyByCodec[K comparable](key func(T) K, c codec.Codec[K]) *KeyedStream[K, T] {
+	if c == nil {
+		s.env.fail(fmt.Errorf("KeyByCodec: nil codec"))
+	}
+	return &KeyedStream[K, T]{in: s, key: key, codec: c}
+}
+
+// keyGroupFunc returns a factory of per-writer key-group functions.
+func keyGroupFunc[K comparable, T any](key func(T) K, c codec.Codec[K]) func(int) func(T) int {
+	return func(maxPar int) func(T) int {
+		var buf []byte
+		return func(rec T) int {
+			buf = c.Append(buf[:0], key(rec))
+			return keygroup.Of(buf, maxPar)
+		}
+	}
+}
+
+func connectKeyed[K comparable, T any](s *KeyedStream[K, T], to consumer[T], input int) {
+	kg := keyGroupFunc(s.key, s.codec)
+	for _, p := range s.in.ports {
+		connectPort(p, to, input, graph.Hash, true, kg)
+	}
+}
+
+// keyedEnv holds the keyed state of one subtask of a keyed operator.
+type keyedEnv[K comparable] struct {
+	backend statebackend.KeyedBackend[K]
+	codec   codec.Codec[K]
+	groups  keygroup.Range
+	maxPar  int
+	buf     []byte
+}
+
+func newKeyedEnv[K comparable](env *opEnv, c codec.Codec[K]) *keyedEnv[K] {
+	return &keyedEnv[K]{backend: heap.New[K](env.keyGroups), codec: c, groups: env.keyGroups, maxPar: env.maxPar}
+}
+
+// setKey scopes the state to key.
+func (k *keyedEnv[K]) setKey(key K) {
+	k.buf = k.codec.Append(k.buf[:0], key)
+	kg := keygroup.Of(k.buf, k.maxPar)
+	if !k.groups.Contains(kg) {
+		runtime.Fail(fmt.Errorf("key %v belongs to key group %d, outside this subtask's range %v: the key selector is not deterministic", key, kg, k.groups))
+	}
+	k.backend.SetCurrentKey(key, kg)
+}
+
+// Value returns the keyed value state named name of the function whose
+// context is ctx, with the built-in codec for T. Call it in Open.
+func Value[T any, K comparable](ctx *KeyedContext[K], name string) (state.Value[T], error) {
+	c, err := codec.Of[T]()
+	if err != nil {
+		return nil, fmt.Errorf("value state %q: %w (use ValueWithCodec)", name, err)
+	}
+	return ValueWithCodec(ctx, name, c)
+}
+
+// ValueWithCodec is Value with a codec of the caller's for the values.
+func ValueWithCodec[T any, K comparable](ctx *KeyedContext[K], name string, c codec.Codec[T]) (state.Value[T], error) {
+	switch b := ctx.keyed.backend.(type) {
+	case *heap.Backend[K]:
+		return heap.NewValueState(b, name, c)
+	}
+	return nil, fmt.Errorf("value state %q: backend %q does not support value state", name, ctx.keyed.backend.Kind())
+}
+
+func addKeyed[K comparable, IN, OUT any](s *KeyedStream[K, IN], name string, mk func(env *opEnv, out runtime.Output[OUT]) oneInputOp[IN]) *Stream[OUT] {
+	n, out := addOneInput(s.in, name, true, mk)
+	connectKeyed(s, n, 0)
+	return out
+}
+
+// Process applies a keyed process function to every record. Each subtask
+// gets its own shallow copy of fn (when fn is a pointer to a struct).
+func (s *KeyedStream[K, T]) Process[U any](name string, fn KeyedProcessFunction[K, T, U]) *Stream[U] {
+	return addKeyed(s, name, func(env *opEnv, out runtime.Output[U]) oneInputOp[T] {
+		op := &keyedProcessOp[K, T, U]{fn: cloneFunc(fn), key: s.key, cur: env.cursor, idx: env.index}
+		op.ctx = &KeyedContext[K]{Context: Context{env: env}, keyed: newKeyedEnv(env, s.codec)}
+		op.coll = collector[U]{out: out, ts: &op.ctx.ts}
+		return op
+	})
+}
+
+// Reduce combines the records of each key with fn and emits the running
+// result for every record, as Flink's keyed reduce does.
+func (s *KeyedStream[K, T]) Reduce(name string, fn func(acc, in T) T) *Stream[T] {
+	return s.Process(name, &reduceFunction[K, T]{fn: fn})
+}
+
+type reduceFunction[K comparable, T any] struct {
+	fn  func(T, T) T
+	acc state.Value[T]
+}
+
+func (r *reduceFunction[K, T]) Open(ctx *KeyedContext[K]) (err error) {
+	r.acc, err = Value[T](ctx, "reduce")
+	return err
+}
+
+func (r *reduceFunction[K, T]) ProcessElement(_ *KeyedContext[K], in T, out Collector[T]) error {
+	if acc, ok := r.acc.Value(); ok {
+		in = r.fn(acc, in)
+	}
+	r.acc.Update(in)
+	out.Collect(in)
+	return nil
+}
+
+type keyedProcessOp[K comparable, T, U any] struct {
+	fn   KeyedProcessFunction[K, T, U]
+	key  func(T) K
+	ctx  *KeyedContext[K]
+	coll collector[U]
+	cur  *runtime.Cursor
+	idx  int
+}
+
+func (o *keyedProcessOp[K, T, U]) Open() error {
+	return openClose[*KeyedContext[K]]{o.fn, o.ctx}.open()
+}
+func (o *keyedProcessOp[K, T, U]) Finish() error { return nil }
+func (o *keyedProcessOp[K, T, U]) Close() error {
+	return openClose[*KeyedContext[K]]{o.fn, o.ctx}.close()
+}
+
+func (o *keyedProcessOp[K, T, U]) Emit(rec T, ts int64) {
+	o.cur.Current = o.idx
+	o.ctx.keyed.setKey(o.key(rec))
+	o.ctx.ts = ts
+	if err := o.fn.ProcessElement(o.ctx, rec, &o.coll); err != nil {
+		runtime.Fail(err)
+	}
+}

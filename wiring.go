@@ -1,0 +1,202 @@
+package weir
+
+import (
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/runtime"
+)
+
+// port is one output of a node: its main output or a side output. Edges hang
+// off ports and keep the record type.
+type port[T any] struct {
+	node  *nodeBase
+	tag   string // "" for the main output
+	edges []*typedEdge[T]
+}
+
+// output builds subtask s's Output for the port: the chained consumers'
+// inputs and a record writer per non-chained edge.
+func (p *port[T]) output(bc *buildCtx, s int) runtime.Output[T] {
+	var outs []runtime.Output[T]
+	for _, e := range p.edges {
+		if bc.jg.Chained[e.id] {
+			outs = append(outs, e.to.chainedInput(bc, s))
+		} else {
+			outs = append(outs, e.writer(bc, s))
+		}
+	}
+	switch len(outs) {
+	case 0:
+		return runtime.Discard[T]{}
+	case 1:
+		return outs[0]
+	}
+	return runtime.FanOut[T](outs)
+}
+
+// sidePort is the untyped face of a side-output port.
+type sidePort interface {
+	sideOutput(bc *buildCtx, s int) any
+}
+
+func (p *port[T]) sideOutput(bc *buildCtx, s int) any { return p.output(bc, s) }
+
+// consumer is one input of a node, typed by the records it takes.
+type consumer[T any] interface {
+	target() *nodeBase
+	// chainedInput builds the node's subtask s (if not yet built) and returns
+	// its input.
+	chainedInput(bc *buildCtx, s int) runtime.Output[T]
+	// builtInput returns the input of the already built subtask s.
+	builtInput(s int) runtime.Output[T]
+}
+
+// typedEdge connects a port to a consumer.
+type typedEdge[T any] struct {
+	edgeCommon
+	to consumer[T]
+	// keyGroup returns, for a new writer, a function computing a record's key
+	// group (Hash edges only). One per writer: it may keep a scratch buffer.
+	keyGroup func(maxPar int) func(T) int
+	chans    [][]*runtime.Channel[T] // [consumer subtask][producer subtask]
+}
+
+func connectPort[T any](p *port[T], to consumer[T], input int, part graph.Partitioner, partSet bool, keyGroup func(int) func(T) int) {
+	e := &typedEdge[T]{
+		edgeCommon: edgeCommon{from: p.node, to: to.target(), port: p.tag, input: input, part: part, partSet: partSet},
+		to:         to,
+		keyGroup:   keyGroup,
+	}
+	p.edges = append(p.edges, e)
+	p.node.env.addEdge(e)
+}
+
+func (e *typedEdge[T]) connected(c, p int) bool {
+	return e.part != graph.Forward || c == p
+}
+
+func (e *typedEdge[T]) createChannels(bc *buildCtx) {
+	prod, cons := bc.parallelism(e.from), bc.parallelism(e.to.target())
+	e.chans = make([][]*runtime.Channel[T], cons)
+	for c := range cons {
+		e.chans[c] = make([]*runtime.Channel[T], prod)
+		doorbell := bc.task(e.to.target(), c).Doorbell
+		for p := range prod {
+			if e.connected(c, p) {
+				e.chans[c][p] = runtime.NewChannel[T](bc.opts.QueueSize, doorbell, nil)
+			}
+		}
+	}
+}
+
+func (e *typedEdge[T]) writer(bc *buildCtx, s int) runtime.Output[T] {
+	var targets []*runtime.Channel[T]
+	for c := range e.chans {
+		if e.connected(c, s) {
+			targets = append(targets, e.chans[c][s])
+		}
+	}
+	o := runtime.WriterOptions[T]{
+		Partitioner: e.part, MaxParallelism: bc.opts.MaxParallelism,
+		BatchSize: bc.opts.BatchSize, Done: bc.stop, Subtask: s,
+	}
+	if e.part == graph.Hash {
+		o.KeyGroup = e.keyGroup(bc.opts.MaxParallelism)
+	}
+	w := runtime.NewRecordWriter(targets, o)
+	cfg := bc.task(e.from, s)
+	cfg.Writers = append(cfg.Writers, w)
+	return w
+}
+
+func (e *typedEdge[T]) attach(bc *buildCtx) {
+	for c, row := range e.chans {
+		cfg := bc.task(e.to.target(), c)
+		dst := e.to.builtInput(c)
+		for _, ch := range row {
+			if ch == nil {
+				continue
+			}
+			cfg.Inputs = append(cfg.Inputs, runtime.NewInput(ch, dst, nil))
+			cfg.InputGate = append(cfg.InputGate, e.input)
+		}
+	}
+}
+
+// oneInputOp is an operator with one input.
+type oneInputOp[IN any] interface {
+	runtime.Output[IN]
+	runtime.Operator
+}
+
+// oneInputNode is a node with one input: map, filter, process, sink, ...
+type oneInputNode[IN, OUT any] struct {
+	nodeBase
+	out  *port[OUT] // nil for sinks
+	make func(env *opEnv, out runtime.Output[OUT]) oneInputOp[IN]
+	inst []oneInputOp[IN]
+}
+
+func (n *oneInputNode[IN, OUT]) reset(par int) { n.inst = make([]oneInputOp[IN], par) }
+func (n *oneInputNode[IN, OUT]) target() *nodeBase { return &n.nodeBase }
+func (n *oneInputNode[IN, OUT]) builtInput(s int) runtime.Output[IN] { return n.inst[s] }
+func (n *oneInputNode[IN, OUT]) buildHead(bc *buildCtx, s int)        { n.chainedInput(bc, s) }
+
+func (n *oneInputNode[IN, OUT]) chainedInput(bc *buildCtx, s int) runtime.Output[IN] {
+	if n.inst[s] == nil {
+		env := bc.opEnv(&n.nodeBase, s)
+		var out runtime.Output[OUT] = runtime.Discard[OUT]{}
+		if n.out != nil {
+			out = n.out.output(bc, s)
+		}
+		op := n.make(env, out)
+		n.inst[s] = op
+		bc.addOperator(&n.nodeBase, s, op)
+	}
+	return n.inst[s]
+}
+
+// twoInputOp is an operator with two inputs.
+type twoInputOp[A, B any] interface {
+	runtime.Operator
+	input1() runtime.Output[A]
+	input2() runtime.Output[B]
+}
+
+// twoInputNode is a node with two inputs of different types.
+type twoInputNode[A, B, OUT any] struct {
+	nodeBase
+	out  *port[OUT]
+	make func(env *opEnv, out runtime.Output[OUT]) twoInputOp[A, B]
+	inst []twoInputOp[A, B]
+}
+
+func (n *twoInputNode[A, B, OUT]) reset(par int) { n.inst = make([]twoInputOp[A, B], par) }
+
+func (n *twoInputNode[A, B, OUT]) buildHead(bc *buildCtx, s int) {
+	if n.inst[s] == nil {
+		env := bc.opEnv(&n.nodeBase, s)
+		op := n.make(env, n.out.output(bc, s))
+		n.inst[s] = op
+		bc.addOperator(&n.nodeBase, s, op)
+	}
+}
+
+// A two-input node never chains to its upstream (it has two input edges), so
+// chainedInput is never called; it builds the node anyway for safety.
+type firstInput[A, B, OUT any] struct{ n *twoInputNode[A, B, OUT] }
+
+func (i firstInput[A, B, OUT]) target() *nodeBase { return &i.n.nodeBase }
+func (i firstInput[A, B, OUT]) chainedInput(bc *buildCtx, s int) runtime.Output[A] {
+	i.n.buildHead(bc, s)
+	return i.n.inst[s].input1()
+}
+func (i firstInput[A, B, OUT]) builtInput(s int) runtime.Output[A] { return i.n.inst[s].input1() }
+
+type secondInput[A, B, OUT any] struct{ n *twoInputNode[A, B, OUT] }
+
+func (i secondInput[A, B, OUT]) target() *nodeBase { return &i.n.nodeBase }
+func (i secondInput[A, B, OUT]) chainedInput(bc *buildCtx, s int) runtime.Output[B] {
+	i.n.buildHead(bc, s)
+	return i.n.inst[s].input2()
+}
+func (i secondInput[A, B, OUT]) builtInput(s int) runtime.Output[B] { return i.n.inst[s].input2() }
