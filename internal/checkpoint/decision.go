@@ -67,17 +67,22 @@ type NotifyAborted struct {
 
 // Discard removes completed checkpoint ID from storage (its metadata, its
 // exclusive files, and its references to shared files): it fell out of
-// Options.Retained. Never emitted for savepoints.
+// Options.Retained. Never emitted for savepoints. Acks are the checkpoint's
+// acknowledgements with their handles (as given to NewCoordinator for
+// recovered checkpoints, possibly without).
 type Discard struct {
-	ID int64
+	ID   int64
+	Acks []TaskAck
 }
 
 // DiscardTaskState releases the state Task wrote for ID, which no completed
 // checkpoint will ever reference: ID was aborted after Task acknowledged, or
-// Task's acknowledgement arrived after the abort.
+// Task's acknowledgement arrived after the abort. Handle is the one Task
+// acknowledged with.
 type DiscardTaskState struct {
-	ID   int64
-	Task TaskID
+	ID     int64
+	Task   TaskID
+	Handle []byte
 }
 
 // RequestDone answers a manual or external request. ID is the checkpoint that

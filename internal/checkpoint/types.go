@@ -83,6 +83,8 @@ func (r TriggerReason) String() string {
 		return "records"
 	case ReasonMarker:
 		return "marker"
+	case 0:
+		return "unknown" // e.g. a recovered checkpoint whose metadata does not say
 	}
 	return fmt.Sprintf("TriggerReason(%d)", uint8(r))
 }
