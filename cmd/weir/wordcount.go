@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/connector"
+	"github.com/weirstream/weir/connectors/datagen"
+	"github.com/weirstream/weir/connectors/file"
+	"github.com/weirstream/weir/examples/wordcount"
+)
+
+//go:embed demo.txt
+var demoText string
+
+type wordCountFlags struct {
+	input       string
+	output      string
+	parallelism int
+}
+
+func newWordCountCommand() *cobra.Command {
+	var f wordCountFlags
+	c := &cobra.Command{
+		Use:   "wordcount",
+		Short: "Count words: emit word,running-count for every occurrence",
+		Long: `Counts the words of a file or a directory of files. Words are the maximal
+runs of Unicode letters and digits, lower-cased. For every occurrence of a word
+the job emits its running count as a line "word,count" into part files in the
+output directory. Without --input it counts a bundled demo text.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runWordCount(cmd.Context(), f, cmd.OutOrStdout())
+		},
+	}
+	c.Flags().StringVar(&f.input, "input", "", "file or directory to read (default: a bundled demo text)")
+	c.Flags().StringVar(&f.output, "output", "out/wordcount", "directory for the result's part files")
+	c.Flags().IntVar(&f.parallelism, "parallelism", 2, "number of subtasks per operator")
+	return c
+}
+
+func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write([]byte) (int, error) }) error {
+	if f.parallelism < 1 || f.parallelism > 128 {
+		return fmt.Errorf("--parallelism is %d: use a value from 1 to 128", f.parallelism)
+	}
+	var src connector.Source[string]
+	input := f.input
+	if input == "" {
+		src = datagen.FromSlice(strings.Split(strings.TrimSuffix(demoText, "\n"), "\n"))
+		input = "the bundled demo text"
+	} else {
+		if _, err := os.Stat(f.input); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("input %q does not exist: pass an existing file or directory with --input", f.input)
+			}
+			return fmt.Errorf("cannot read input: %w", err)
+		}
+		src = file.Lines(f.input)
+	}
+	if err := prepareOutput(f.output); err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	env := weir.NewEnvironment(weir.Options{Parallelism: f.parallelism})
+	lines := env.FromSource("lines", src)
+	wordcount.Build(lines).SinkTo("out", file.PartFiles(f.output, file.Options{}))
+	if err := env.Execute(ctx, "wordcount"); err != nil {
+		return fmt.Errorf("wordcount failed: %w", err)
+	}
+	abs, _ := filepath.Abs(f.output)
+	fmt.Fprintf(stdout, "wordcount: counted %s; results (word,count) in %s\n", input, abs)
+	return nil
+}
+
+// prepareOutput makes sure dir is a writable directory and removes the part
+// files of earlier runs, which would otherwise mix with this run's result.
+func prepareOutput(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("cannot create output directory %q: %v: choose a writable --output", dir, unwrapPath(err))
+	}
+	probe, err := os.CreateTemp(dir, ".weir-probe-*")
+	if err != nil {
+		return fmt.Errorf("cannot write to output directory %q: %v: choose a writable --output", dir, unwrapPath(err))
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	old, err := filepath.Glob(filepath.Join(dir, "part-*"))
+	if err != nil {
+		return err
+	}
+	for _, p := range old {
+		if err := os.Remove(p); err != nil {
+			return fmt.Errorf("cannot remove the earlier result %q: %v", p, unwrapPath(err))
+		}
+	}
+	return nil
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
