@@ -49,9 +49,9 @@ type coProcessOp[A, B, OUT any] struct {
 	in2  coInput2[A, B, OUT]
 }
 
-func (o *coProcessOp[A, B, OUT]) Open() error   { return openClose[*Context]{o.fn, o.ctx}.open() }
-func (o *coProcessOp[A, B, OUT]) Finish() error { return nil }
-func (o *coProcessOp[A, B, OUT]) Close() error  { return openClose[*Context]{o.fn, o.ctx}.close() }
+func (o *coProcessOp[A, B, OUT]) Open() error               { return openClose[*Context]{o.fn, o.ctx}.open() }
+func (o *coProcessOp[A, B, OUT]) Finish() error             { return nil }
+func (o *coProcessOp[A, B, OUT]) Close() error              { return openClose[*Context]{o.fn, o.ctx}.close() }
 func (o *coProcessOp[A, B, OUT]) input1() runtime.Output[A] { return &o.in1 }
 func (o *coProcessOp[A, B, OUT]) input2() runtime.Output[B] { return &o.in2 }
 

@@ -4,10 +4,10 @@
 // A program builds a dataflow with a typed, fluent API and runs it:
 //
 //	env := weir.NewEnvironment(weir.Options{Parallelism: 4})
-//	lines := weir.FromSource(env, "lines", file.Lines("in/"))
-//	words := weir.FlatMap(lines, "split", splitWords)
+//	lines := env.FromSource("lines", file.Lines("in/"))
+//	words := lines.FlatMap("split", splitWords)
 //	counts := words.KeyBy(func(w string) string { return w }).Process("count", &counter{})
-//	counts.SinkTo("out", print.Sink[WordCount](os.Stdout, print.Options{}))
+//	counts.SinkTo("out", print.Sink(os.Stdout, print.Options[string]{}))
 //	err := env.Execute(ctx, "wordcount")
 //
 // Streams are typed all the way: Stream[T] and KeyedStream[K, T] carry their

@@ -179,8 +179,8 @@ type emitter[T any] struct {
 	out runtime.Output[T]
 }
 
-func (e *emitter[T]) Emit(rec T)               { e.out.Emit(rec, runtime.NoTimestamp) }
-func (e *emitter[T]) EmitAt(rec T, ts int64)   { e.out.Emit(rec, ts) }
+func (e *emitter[T]) Emit(rec T)                      { e.out.Emit(rec, runtime.NoTimestamp) }
+func (e *emitter[T]) EmitAt(rec T, ts int64)          { e.out.Emit(rec, ts) }
 func (d *sourceDriver[T]) Available() <-chan struct{} { return d.reader.Available() }
 
 func (d *sourceDriver[T]) Open() error {

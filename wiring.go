@@ -136,10 +136,10 @@ type oneInputNode[IN, OUT any] struct {
 	inst []oneInputOp[IN]
 }
 
-func (n *oneInputNode[IN, OUT]) reset(par int) { n.inst = make([]oneInputOp[IN], par) }
-func (n *oneInputNode[IN, OUT]) target() *nodeBase { return &n.nodeBase }
+func (n *oneInputNode[IN, OUT]) reset(par int)                       { n.inst = make([]oneInputOp[IN], par) }
+func (n *oneInputNode[IN, OUT]) target() *nodeBase                   { return &n.nodeBase }
 func (n *oneInputNode[IN, OUT]) builtInput(s int) runtime.Output[IN] { return n.inst[s] }
-func (n *oneInputNode[IN, OUT]) buildHead(bc *buildCtx, s int)        { n.chainedInput(bc, s) }
+func (n *oneInputNode[IN, OUT]) buildHead(bc *buildCtx, s int)       { n.chainedInput(bc, s) }
 
 func (n *oneInputNode[IN, OUT]) chainedInput(bc *buildCtx, s int) runtime.Output[IN] {
 	if n.inst[s] == nil {

@@ -38,7 +38,7 @@ func (s *countSource) Poll() (connector.Status, error) {
 	return connector.MoreAvailable, nil
 }
 func (s *countSource) Available() <-chan struct{} { return s.ready }
-func (s *countSource) Close() error                { s.closed = true; return nil }
+func (s *countSource) Close() error               { s.closed = true; return nil }
 
 // recorder collects what reaches it and how the lifecycle went.
 type recorder struct {
@@ -65,11 +65,11 @@ func (r *recorder) Finish() error { r.finished = true; return nil }
 func (r *recorder) Close() error  { r.closed = true; return nil }
 
 type pipeline struct {
-	src       *countSource
-	sinks     []*recorder
-	tasks     []*Task
-	stop      chan struct{}
-	stats     *ChannelStats
+	src   *countSource
+	sinks []*recorder
+	tasks []*Task
+	stop  chan struct{}
+	stats *ChannelStats
 }
 
 // newPipeline wires one source subtask to par consumer subtasks over part.
