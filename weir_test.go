@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connectors/collect"
 	"github.com/weirstream/weir/connectors/datagen"
 	"github.com/weirstream/weir/state"
@@ -395,4 +396,57 @@ func TestFunctionsArePerSubtask(t *testing.T) {
 	env := weir.NewEnvironment(weir.Options{Parallelism: 4})
 	env.FromSource("a", datagen.Sequence(0, 9999)).Process("p", &perSubtask{}).SinkTo("out", collect.New[string]())
 	run(t, env)
+}
+
+// stamped emits each value with timestamp 1000*value.
+type stamped struct{ n int }
+
+func (s stamped) Boundedness() connector.Boundedness { return connector.Bounded }
+func (s stamped) Splits(context.Context, int) ([]connector.SplitState, error) {
+	return []connector.SplitState{{ID: "all"}}, nil
+}
+func (s stamped) NewReader(connector.ReaderContext) (connector.Reader[int64], error) {
+	return &stampedReader{n: s.n}, nil
+}
+
+type stampedReader struct {
+	n, next int
+	has     bool
+}
+
+func (r *stampedReader) AddSplits(s []connector.SplitState) error { r.has = len(s) > 0; return nil }
+func (r *stampedReader) NoMoreSplits()                            {}
+func (r *stampedReader) Poll(out connector.Emitter[int64]) (connector.Status, error) {
+	for ; r.has && r.next < r.n; r.next++ {
+		out.EmitAt(int64(r.next), int64(r.next)*1000)
+	}
+	return connector.EndOfInput, nil
+}
+func (r *stampedReader) Available() <-chan struct{}                     { return nil }
+func (r *stampedReader) Snapshot(int64) ([]connector.SplitState, error) { return nil, nil }
+func (r *stampedReader) Close() error                                   { return nil }
+
+type tsCheck struct{}
+
+func (tsCheck) ProcessElement(ctx *weir.KeyedContext[int64], v int64, out weir.Collector[int64]) error {
+	ts, ok := ctx.Timestamp()
+	if !ok || ts != v*1000 {
+		return fmt.Errorf("record %d has timestamp %d (%v), want %d", v, ts, ok, v*1000)
+	}
+	out.Collect(ts)
+	return nil
+}
+
+func TestTimestampsFlowThroughChainsAndShuffles(t *testing.T) {
+	env := weir.NewEnvironment(weir.Options{Parallelism: 2, BatchSize: 3})
+	sink := collect.New[int64]()
+	env.FromSource("stamped", connector.Source[int64](stamped{n: 100})).
+		Map("id", func(v int64) int64 { return v }).
+		KeyBy(func(v int64) int64 { return v % 5 }).
+		Process("check", tsCheck{}).
+		SinkTo("out", sink)
+	run(t, env)
+	if len(sink.Results()) != 100 {
+		t.Fatalf("got %d results", len(sink.Results()))
+	}
 }
