@@ -93,6 +93,7 @@ func TestRoundTrip(t *testing.T) {
 		{"slice/ints", roundTrip([]int32{-1, 0, 1})},
 		{"slice/of-slices", roundTrip([][]string{{"a"}, nil, {"b", "c"}})},
 		{"slice/of-empty-structs", roundTrip(make([]struct{}, 5))},
+		{"slice/of-many-empty-structs", roundTrip(make([]struct{}, 1<<40))},
 		{"slice/of-pointers", roundTrip([]*int64{nil, new(int64)})},
 		{"map/nil", roundTrip(map[string]int(nil))},
 		{"map/strings", roundTrip(map[string]int{"a": 1, "b": -2, "": 3})},
@@ -115,6 +116,9 @@ func TestRoundTrip(t *testing.T) {
 		{"methods/value-receiver", roundTrip(version{major: 1, minor: 22})},
 		{"methods/pointer-receiver", roundTrip(ptrVersion{n: 0x1234})},
 		{"methods/in-map", roundTrip(map[version]ptrVersion{{1, 2}: {3}, {0, 0}: {4}})},
+		{"methods/promoted-are-ignored", roundTrip(stamped{Time: tm, Name: "kept"})},
+		{"methods/promoted-from-pointer-are-ignored", roundTrip(stampedPtr{Time: &tm, Name: "kept"})},
+		{"methods/promoted-from-nil-pointer", roundTrip(stampedPtr{Name: "kept"})},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, tc.run)

@@ -117,11 +117,19 @@ type sliceCodec struct {
 	typ      reflect.Type
 	elem     valueCodec
 	elemSize uintptr
+	// elemMin is elem.minSize(). It is 0 only for elements that occupy no
+	// memory and always encode to nothing, such as struct{}: only the length
+	// of such a slice is encoded, and the element loops are skipped, as they
+	// could run for 2^63 iterations.
+	elemMin int
 }
 
 func (c sliceCodec) appendAt(dst []byte, p unsafe.Pointer) []byte {
 	h := (*sliceHeader)(p)
 	dst = binary.AppendUvarint(dst, uint64(h.len))
+	if c.elemMin == 0 {
+		return dst
+	}
 	for i := range h.len {
 		dst = c.elem.appendAt(dst, unsafe.Add(h.data, uintptr(i)*c.elemSize))
 	}
@@ -137,12 +145,12 @@ func (c sliceCodec) decodeAt(src []byte, p unsafe.Pointer) (int, error) {
 		*(*sliceHeader)(p) = sliceHeader{}
 		return off, nil
 	}
-	n, err := checkCount(length, c.elem.minSize(), len(src)-off, c.typ)
+	n, err := checkCount(length, c.elemMin, len(src)-off, c.typ)
 	if err != nil {
 		return 0, err
 	}
 	data := reflect.MakeSlice(c.typ, n, n).UnsafePointer()
-	for i := range n {
+	for i := 0; i < n && c.elemMin > 0; i++ {
 		k, err := c.elem.decodeAt(src[off:], unsafe.Add(data, uintptr(i)*c.elemSize))
 		if err != nil {
 			return 0, fmt.Errorf("element %d: %w", i, err)
@@ -264,8 +272,8 @@ func (c *mapCodec) appendAt(dst []byte, p unsafe.Pointer) []byte {
 		spans = append(spans, mapEntrySpan{start: start, keyEnd: keyEnd, end: len(buf)})
 	}
 	slices.SortFunc(spans, func(a, b mapEntrySpan) int {
-		if c := bytes.Compare(buf[a.start:a.keyEnd], buf[b.start:b.keyEnd]); c != 0 {
-			return c
+		if byKey := bytes.Compare(buf[a.start:a.keyEnd], buf[b.start:b.keyEnd]); byKey != 0 {
+			return byKey
 		}
 		return bytes.Compare(buf[a.keyEnd:a.end], buf[b.keyEnd:b.end])
 	})

@@ -78,6 +78,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"map/too-many", decodeFails[map[string]int8]("\x05\x00\x80", ErrTruncated, "length 5 exceeds the 2 bytes left")},
 		{"map/short-value", decodeFails[map[string]int16]("\x01\x01a\x80", ErrTruncated, "value 0: decode int16")},
 		{"map/short-key", decodeFails[map[string]int16]("\x01\x05a\x80\x00", ErrTruncated, "key 0: decode string")},
+		{"slice/of-empty-structs/length-overflow", decodeFails[[]struct{}]("\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", ErrMalformed,
+			"length 18446744073709551615 does not fit in int")},
 		{"map/zero-width-keys", decodeFails[map[struct{}]bool]("\x02\x01\x00", ErrMalformed, "only one value")},
 		{"struct/short-field", decodeFails[point]("\x80\x00\x00\x01\x80", ErrTruncated,
 			"codec: decode codec.point: field y: decode int32: need 4 bytes, have 1")},

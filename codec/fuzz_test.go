@@ -25,6 +25,7 @@ type fuzzRecord struct {
 	C      complex64
 	U      uint
 	Set    map[int32]struct{}
+	Empty  []struct{}
 }
 
 func fuzzSeeds() [][]byte {
@@ -45,6 +46,7 @@ func fuzzSeeds() [][]byte {
 		C:      complex(1, 2),
 		U:      3,
 		Set:    map[int32]struct{}{-1: {}, 4: {}},
+		Empty:  make([]struct{}, 3),
 	})
 	seeds := [][]byte{
 		nil,

@@ -7,13 +7,15 @@ import (
 	"unsafe"
 )
 
-// Of returns a codec for T, chosen once by reflection; the returned codec
-// does no reflection per record except for maps (see below).
+// Of returns a codec for T, chosen once by reflection. Build it once, when
+// the pipeline is set up, and reuse it: the returned codec does no
+// reflection per value except for maps and types with binary methods (see
+// below).
 //
 // For string, []byte, bool, int, int32, int64, uint32, uint64 and float64 Of
 // returns the direct codec (String, Bytes, ...). Other types get a tree of
-// codecs, one per type, built here; the encoding of each kind is described in
-// the package documentation:
+// codecs, one per type, built here; the package documentation describes the
+// encoding of each kind. Supported are:
 //
 //   - bool, every integer and float size, complex64/128, string;
 //   - named types whose underlying type is supported (type DeviceID string);
@@ -21,15 +23,17 @@ import (
 //   - arrays, slices, maps and pointers of supported types;
 //   - types T where T or *T has AppendBinary (encoding.BinaryAppender) and
 //     *T has UnmarshalBinary (encoding.BinaryUnmarshaler), such as time.Time.
-//     These methods take precedence over the structural encoding. Because
-//     Codec.Append has no error result, Append panics if AppendBinary fails.
+//     These methods take precedence over the structural encoding, except in
+//     structs that only have them by embedding. Because Codec.Append has no
+//     error result, Append panics if AppendBinary fails.
+//
+// Maps are iterated and filled through package reflect on every call, since
+// Go has no other way to range over a map whose type is unknown at compile
+// time; the binary methods are reached through it too.
 //
 // Of returns an error wrapping ErrUnsupported, naming the offending type and
 // the path to it, for channels, functions, interfaces, unsafe.Pointer and
 // recursive types. Pass a hand-written Codec for those.
-//
-// Maps are read with package reflect on every call, because Go has no other
-// way to iterate a map of a type unknown at compile time.
 func Of[T any]() (Codec[T], error) {
 	if c, ok := direct[T](); ok {
 		return c, nil
@@ -78,7 +82,8 @@ func direct[T any]() (Codec[T], bool) {
 
 // valueCodec encodes and decodes the value of one fixed type that p points
 // to. Of builds a tree of them, one per type, so that the per-record path is
-// plain loads, stores and interface calls, never reflect.Value.
+// plain loads, stores and interface calls; only maps and binary methods need
+// a reflect.Value.
 //
 // p must not be retained after the call returns: reflectCodec passes a
 // pointer to its own stack frame (see noescape).
@@ -116,10 +121,15 @@ func (r reflectCodec[T]) Decode(src []byte) (v T, n int, err error) {
 // noescape hides p from escape analysis, as the runtime's function of the
 // same name does. Without it the compiler, which cannot see through the
 // valueCodec interface call, would move v to the heap and every Append and
-// Decode of a composite type would allocate. It is safe because no
-// valueCodec retains p past the call (maps, the one place where p meets
-// package reflect, detach from it first). BenchmarkOf* and
-// TestAppendDoesNotAllocate check that the allocation stays away.
+// Decode of a composite type would allocate.
+//
+// It is safe because no valueCodec stores p, or a pointer derived from it,
+// anywhere but in its own stack frame, where the runtime adjusts it when the
+// stack moves: the map and binary-method codecs hand p to package reflect
+// only to copy a value in or out, and the map codec detaches from p before
+// it iterates. TestAppendDoesNotAllocate checks that the allocation stays
+// away; TestStackGrowthDuringEncodeAndDecode, that a stack move mid-call
+// does no harm.
 //
 // The round trip through a uintptr variable is what the compiler does not
 // follow; reading the variable back as a pointer, rather than converting
@@ -135,11 +145,34 @@ var (
 	binaryUnmarshalerType = reflect.TypeFor[encoding.BinaryUnmarshaler]()
 )
 
-// hasBinaryMethods reports whether values of t can encode themselves with
+// hasBinaryMethods reports whether values of t encode themselves with
 // AppendBinary (on T or *T) and decode with UnmarshalBinary (on *T).
+//
+// A struct that embeds a type with these methods, such as time.Time, gets
+// them promoted, and using them would silently drop every other field. Such
+// structs are encoded field by field instead; the embedded field then uses
+// its own methods. Reflection cannot tell a promoted method from one that the
+// struct declares to override it, so an override is ignored too, which loses
+// nothing.
 func hasBinaryMethods(t reflect.Type) bool {
 	pt := reflect.PointerTo(t)
-	return pt.Implements(binaryAppenderType) && pt.Implements(binaryUnmarshalerType)
+	if !pt.Implements(binaryAppenderType) || !pt.Implements(binaryUnmarshalerType) {
+		return false
+	}
+	if t.Kind() == reflect.Struct {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if f.Anonymous && (hasMethod(f.Type, binaryAppenderType) || hasMethod(f.Type, binaryUnmarshalerType)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// hasMethod reports whether t or *t implements iface.
+func hasMethod(t, iface reflect.Type) bool {
+	return t.Implements(iface) || reflect.PointerTo(t).Implements(iface)
 }
 
 // builder builds the valueCodec tree for one call of Of.
@@ -289,7 +322,7 @@ func (b *builder) buildSlice(t reflect.Type, path string) (valueCodec, error) {
 		// decoder could not bound the memory a length prefix asks for.
 		return nil, unsupported(path, t, "its elements have no encoded fields")
 	}
-	return sliceCodec{typ: t, elem: ec, elemSize: elem.Size()}, nil
+	return sliceCodec{typ: t, elem: ec, elemSize: elem.Size(), elemMin: ec.minSize()}, nil
 }
 
 func (b *builder) buildMap(t reflect.Type, path string) (valueCodec, error) {

@@ -52,6 +52,7 @@ type reading struct {
 	i16     int16
 	uptr    uintptr
 	Present *bool
+	seen    time.Time // unexported, with binary methods
 }
 
 type embedded struct {
@@ -108,6 +109,20 @@ type tree struct {
 
 type onlyBlank struct{ _ int }
 
+// stamped gets AppendBinary and UnmarshalBinary promoted from time.Time;
+// using them would drop Name.
+type stamped struct {
+	time.Time
+	Name string
+}
+
+// stampedPtr gets them promoted from *time.Time, which is nil in the zero
+// value: using them would also panic.
+type stampedPtr struct {
+	*time.Time
+	Name string
+}
+
 func sampleReading() reading {
 	present := true
 	return reading{
@@ -136,5 +151,6 @@ func sampleReading() reading {
 		i16:     -30000,
 		uptr:    0xfeed,
 		Present: &present,
+		seen:    time.Date(1999, 12, 31, 23, 59, 59, 0, time.FixedZone("", 3*3600+7*60)),
 	}
 }
