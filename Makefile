@@ -17,7 +17,7 @@ build:
 	$(GO) build -o bin/weir ./cmd/weir
 
 demo: build
-	./bin/weir run wordcount
+	./bin/weir demo
 
 vet:
 	$(GO) vet ./...

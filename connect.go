@@ -53,6 +53,15 @@ func (o *coProcessOp[A, B, OUT]) Open() error               { return openClose[*
 func (o *coProcessOp[A, B, OUT]) Finish() error             { return nil }
 func (o *coProcessOp[A, B, OUT]) Close() error              { return openClose[*Context]{o.fn, o.ctx}.close() }
 func (o *coProcessOp[A, B, OUT]) input1() runtime.Output[A] { return &o.in1 }
+func (o *coProcessOp[A, B, OUT]) SnapshotState(id int64, _ *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
+	return runtime.OperatorSnapshot{Stateless: true}, userHooks{o.fn}.snapshot(id)
+}
+func (o *coProcessOp[A, B, OUT]) NotifyCheckpointComplete(id int64) error {
+	return userHooks{o.fn}.NotifyCheckpointComplete(id)
+}
+func (o *coProcessOp[A, B, OUT]) NotifyCheckpointAborted(id int64) error {
+	return userHooks{o.fn}.NotifyCheckpointAborted(id)
+}
 func (o *coProcessOp[A, B, OUT]) input2() runtime.Output[B] { return &o.in2 }
 
 type coInput1[A, B, OUT any] struct{ op *coProcessOp[A, B, OUT] }
@@ -117,7 +126,20 @@ type keyedCoProcessOp[K comparable, A, B, OUT any] struct {
 }
 
 func (o *keyedCoProcessOp[K, A, B, OUT]) Open() error {
+	if err := o.ctx.keyed.restore(); err != nil {
+		return err
+	}
 	return openClose[*KeyedContext[K]]{o.fn, o.ctx}.open()
+}
+
+func (o *keyedCoProcessOp[K, A, B, OUT]) SnapshotState(id int64, opts *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
+	return o.ctx.keyed.snapshot(id, opts, o.fn)
+}
+func (o *keyedCoProcessOp[K, A, B, OUT]) NotifyCheckpointComplete(id int64) error {
+	return userHooks{o.fn}.NotifyCheckpointComplete(id)
+}
+func (o *keyedCoProcessOp[K, A, B, OUT]) NotifyCheckpointAborted(id int64) error {
+	return userHooks{o.fn}.NotifyCheckpointAborted(id)
 }
 func (o *keyedCoProcessOp[K, A, B, OUT]) Finish() error { return nil }
 func (o *keyedCoProcessOp[K, A, B, OUT]) Close() error {

@@ -2,12 +2,13 @@ package weir
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
 
+	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/jobmaster"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/internal/runtime"
 )
@@ -137,38 +138,22 @@ func (e *Environment) streamGraph(opts Options) *graph.StreamGraph {
 
 // Execute runs the job and waits until it ends: all bounded sources are
 // exhausted and their records processed (nil), ctx is cancelled (ctx's
-// error), or an operator fails (an error naming the operator and subtask).
+// error), or an operator fails and the restart strategy gives up (an error
+// naming the operator and subtask).
 func (e *Environment) Execute(ctx context.Context, jobName string) error {
-	if err := errors.Join(e.errs...); err != nil {
-		return fmt.Errorf("job %q is not valid: %w", jobName, err)
-	}
-	opts := e.opts
-	opts.EnsureDefaults()
-	if err := opts.Validate(); err != nil {
+	c, err := e.ExecuteAsync(ctx, jobName)
+	if err != nil {
 		return err
 	}
-	if opts.JobID == "" {
-		opts.JobID = jobName
-	}
+	return c.Wait()
+}
+
+func compile(e *Environment, opts Options, jobName string) (*graph.JobGraph, error) {
 	jg, err := graph.Compile(e.streamGraph(opts))
 	if err != nil {
-		return fmt.Errorf("job %q is not valid: %w", jobName, err)
+		return nil, fmt.Errorf("job %q is not valid: %w", jobName, err)
 	}
-	stop := make(chan struct{})
-	bc := &buildCtx{ctx: ctx, opts: opts, jg: jg, stop: stop,
-		logger: opts.Logger.With("job", opts.JobID)}
-	tasks, err := bc.deploy(e)
-	if err != nil {
-		return err
-	}
-	bc.logger.Info("job started", "vertices", len(jg.Vertices), "tasks", len(tasks))
-	err = runtime.NewJob(tasks, stop).Run(ctx)
-	if err != nil {
-		bc.logger.Error("job failed", "err", err)
-	} else {
-		bc.logger.Info("job finished")
-	}
-	return err
+	return jg, nil
 }
 
 // buildCtx holds one deployment of a job graph.
@@ -180,6 +165,10 @@ type buildCtx struct {
 	logger *slog.Logger
 	tasks  [][]*runtime.TaskConfig // [vertex][subtask]
 	err    error
+	// restore is the checkpoint the deployment starts from, nil for none.
+	restore   *jobmaster.Restored
+	responder runtime.Responder
+	attempt   int
 }
 
 func (bc *buildCtx) fail(err error) {
@@ -204,9 +193,21 @@ func (bc *buildCtx) deploy(e *Environment) ([]*runtime.Task, error) {
 	for _, v := range bc.jg.Vertices {
 		for s := range v.Parallelism {
 			cfg := &runtime.TaskConfig{
-				Name: v.Name, Subtask: s, Parallelism: v.Parallelism,
+				ID: fmt.Sprintf("%d-%d", v.ID, s), Name: v.Name, Subtask: s, Parallelism: v.Parallelism,
 				Doorbell: make(chan struct{}, 1), Cursor: new(runtime.Cursor),
 				Chain: make([]runtime.Chained, len(v.Nodes)), Logger: bc.logger,
+			}
+			if bc.responder != nil {
+				cc := &runtime.CheckpointConfig{Responder: bc.responder}
+				if bc.opts.Checkpointing.Mode == AtLeastOnce {
+					cc.Mode = checkpoint.AtLeastOnce
+				}
+				for _, id := range v.Nodes {
+					n := bc.jg.Stream.Nodes[id]
+					cc.Operators = append(cc.Operators, runtime.OperatorInfo{UID: n.UID, Name: n.Name})
+				}
+				cfg.Checkpointing = cc
+				cfg.CountRecords = bc.opts.Checkpointing.EveryNRecords > 0
 			}
 			for i, id := range v.Nodes {
 				cfg.Chain[i].Name = bc.jg.Stream.Nodes[id].Name
@@ -254,6 +255,12 @@ type opEnv struct {
 	logger      *slog.Logger
 	sides       map[string]any // side-output tag id -> runtime.Output[X]
 	ctx         context.Context
+	attempt     int
+	// restored is the operator's state from the checkpoint restored, nil
+	// when there is none.
+	restored  *restoredState
+	responder runtime.Responder
+	taskID    string
 }
 
 func (bc *buildCtx) opEnv(n *nodeBase, s int) *opEnv {
@@ -273,6 +280,8 @@ func (bc *buildCtx) opEnv(n *nodeBase, s int) *opEnv {
 	if n.keyed {
 		env.keyGroups = keygroup.RangeFor(bc.opts.MaxParallelism, par, s)
 	}
+	env.attempt, env.responder, env.taskID = bc.attempt, bc.responder, bc.task(n, s).ID
+	env.restored = bc.restoreFor(n, s, par, env)
 	if len(n.sides) > 0 {
 		env.sides = make(map[string]any, len(n.sides))
 		for tag, p := range n.sides {

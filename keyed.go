@@ -64,10 +64,30 @@ type keyedEnv[K comparable] struct {
 	groups  keygroup.Range
 	maxPar  int
 	buf     []byte
+	env     *opEnv
 }
 
 func newKeyedEnv[K comparable](env *opEnv, c codec.Codec[K]) *keyedEnv[K] {
-	return &keyedEnv[K]{backend: heap.New[K](env.keyGroups), codec: c, groups: env.keyGroups, maxPar: env.maxPar}
+	return &keyedEnv[K]{backend: heap.New[K](env.keyGroups, c), codec: c, groups: env.keyGroups, maxPar: env.maxPar, env: env}
+}
+
+// restore loads the operator's keyed state, if the job was restored.
+func (k *keyedEnv[K]) restore() error {
+	r := k.env.restored
+	if r == nil || len(r.keyed) == 0 {
+		return nil
+	}
+	if err := k.backend.Restore(r.keyed, r.open); err != nil {
+		return fmt.Errorf("restore keyed state: %w", err)
+	}
+	return nil
+}
+
+func (k *keyedEnv[K]) snapshot(id int64, opts *runtime.BarrierOptions, fn any) (runtime.OperatorSnapshot, error) {
+	if err := (userHooks{fn}).snapshot(id); err != nil {
+		return runtime.OperatorSnapshot{}, err
+	}
+	return snapshotKeyed(k.backend, k.env, id, opts)
 }
 
 // setKey scopes the state to key.
@@ -151,7 +171,20 @@ type keyedProcessOp[K comparable, T, U any] struct {
 }
 
 func (o *keyedProcessOp[K, T, U]) Open() error {
+	if err := o.ctx.keyed.restore(); err != nil {
+		return err
+	}
 	return openClose[*KeyedContext[K]]{o.fn, o.ctx}.open()
+}
+
+func (o *keyedProcessOp[K, T, U]) SnapshotState(id int64, opts *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
+	return o.ctx.keyed.snapshot(id, opts, o.fn)
+}
+func (o *keyedProcessOp[K, T, U]) NotifyCheckpointComplete(id int64) error {
+	return userHooks{o.fn}.NotifyCheckpointComplete(id)
+}
+func (o *keyedProcessOp[K, T, U]) NotifyCheckpointAborted(id int64) error {
+	return userHooks{o.fn}.NotifyCheckpointAborted(id)
 }
 func (o *keyedProcessOp[K, T, U]) Finish() error { return nil }
 func (o *keyedProcessOp[K, T, U]) Close() error {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/weirstream/weir/connector"
+	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/runtime"
 )
 
@@ -89,6 +90,16 @@ func (o *processOp[T, U]) Open() error   { return openClose[*Context]{o.fn, o.ct
 func (o *processOp[T, U]) Finish() error { return nil }
 func (o *processOp[T, U]) Close() error  { return openClose[*Context]{o.fn, o.ctx}.close() }
 
+func (o *processOp[T, U]) SnapshotState(id int64, _ *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
+	return runtime.OperatorSnapshot{Stateless: true}, userHooks{o.fn}.snapshot(id)
+}
+func (o *processOp[T, U]) NotifyCheckpointComplete(id int64) error {
+	return userHooks{o.fn}.NotifyCheckpointComplete(id)
+}
+func (o *processOp[T, U]) NotifyCheckpointAborted(id int64) error {
+	return userHooks{o.fn}.NotifyCheckpointAborted(id)
+}
+
 func (o *processOp[T, U]) Emit(rec T, ts int64) {
 	o.cur.Current = o.idx
 	o.ctx.ts = ts
@@ -101,16 +112,40 @@ type sinkOp[T any] struct {
 	sink connector.Sink[T]
 	env  *opEnv
 	w    connector.Writer[T]
+	// pending are pre-committed transactions not yet known to be
+	// committed: they go into every snapshot until a completed checkpoint
+	// commits them.
+	pending   []connector.Committable
+	committer connector.Committer
 }
 
 func (o *sinkOp[T]) Open() error {
 	w, err := o.sink.NewWriter(connector.WriterContext{
-		JobID: o.env.jobID, Subtask: o.env.subtask, Parallelism: o.env.parallelism, Logger: o.env.logger,
+		JobID: o.env.jobID, Subtask: o.env.subtask, Parallelism: o.env.parallelism,
+		Attempt: o.env.attempt, Logger: o.env.logger,
 	})
 	if err != nil {
 		return fmt.Errorf("open sink writer: %w", err)
 	}
 	o.w = w
+	if _, ok := w.(connector.PreCommitter); ok {
+		c, ok := o.sink.(connector.Committer)
+		if !ok {
+			return fmt.Errorf("sink writer pre-commits but the sink is not a connector.Committer")
+		}
+		o.committer = c
+	}
+	if o.env.restored != nil && len(o.env.restored.committables) > 0 {
+		// Transactions pre-committed in the restored checkpoint: that
+		// checkpoint completed, so they must be committed (again, maybe:
+		// Commit is idempotent).
+		if o.committer == nil {
+			return fmt.Errorf("the checkpoint holds %d pre-committed transactions, but this sink cannot commit them", len(o.env.restored.committables))
+		}
+		if err := o.committer.Commit(o.env.ctx, o.env.restored.committables); err != nil {
+			return fmt.Errorf("re-commit restored transactions: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -121,7 +156,59 @@ func (o *sinkOp[T]) Emit(rec T, _ int64) {
 	}
 }
 
-func (o *sinkOp[T]) Finish() error { return o.w.Flush(true) }
+func (o *sinkOp[T]) SnapshotState(id int64, _ *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
+	if err := o.w.Flush(false); err != nil {
+		return runtime.OperatorSnapshot{}, err
+	}
+	snap := runtime.OperatorSnapshot{Stateless: true}
+	if pc, ok := o.w.(connector.PreCommitter); ok {
+		snap.Stateless = false
+		data, err := pc.PreCommit(id)
+		if err != nil {
+			return snap, fmt.Errorf("pre-commit: %w", err)
+		}
+		if data != nil {
+			o.pending = append(o.pending, connector.Committable{CheckpointID: id, Subtask: o.env.subtask, Data: data})
+		}
+		for _, c := range o.pending {
+			snap.State.Committables = append(snap.State.Committables, checkpoint.Committable{CheckpointID: c.CheckpointID, Subtask: c.Subtask, Data: c.Data})
+		}
+	}
+	return snap, nil
+}
+
+func (o *sinkOp[T]) NotifyCheckpointComplete(id int64) error {
+	if o.committer == nil {
+		return nil
+	}
+	var ready, rest []connector.Committable
+	for _, c := range o.pending {
+		if c.CheckpointID <= id {
+			ready = append(ready, c)
+		} else {
+			rest = append(rest, c)
+		}
+	}
+	if len(ready) == 0 {
+		return nil
+	}
+	if err := o.committer.Commit(o.env.ctx, ready); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	o.pending = rest
+	return nil
+}
+
+func (o *sinkOp[T]) NotifyCheckpointAborted(int64) error { return nil }
+
+func (o *sinkOp[T]) Finish() error {
+	if len(o.pending) > 0 {
+		// The final checkpoint commits everything before the end of input
+		// reaches a sink; a transaction left over here would be lost.
+		return fmt.Errorf("%d pre-committed transactions (first: checkpoint %d) are not committed at the end of input", len(o.pending), o.pending[0].CheckpointID)
+	}
+	return o.w.Flush(true)
+}
 
 func (o *sinkOp[T]) Close() error {
 	if o.w == nil {
@@ -145,7 +232,7 @@ func (n *sourceNode[T]) reset(int) { n.splits, n.listed = nil, false }
 
 func (n *sourceNode[T]) buildHead(bc *buildCtx, s int) {
 	par := bc.parallelism(&n.nodeBase)
-	if !n.listed {
+	if !n.listed && !bc.restoreHas(n.uid) {
 		n.listed = true
 		splits, err := n.src.Splits(bc.ctx, par)
 		if err != nil {
@@ -154,13 +241,21 @@ func (n *sourceNode[T]) buildHead(bc *buildCtx, s int) {
 		}
 		n.splits = splits
 	}
+	env := bc.opEnv(&n.nodeBase, s)
 	var mine []connector.SplitState
-	for i, sp := range n.splits {
-		if i%par == s {
-			mine = append(mine, sp)
+	if bc.restoreHas(n.uid) {
+		// A restored job reads the splits of its checkpoint, from their
+		// positions; splits finished before the checkpoint are not there.
+		if env.restored != nil {
+			mine = env.restored.splits
+		}
+	} else {
+		for i, sp := range n.splits {
+			if i%par == s {
+				mine = append(mine, sp)
+			}
 		}
 	}
-	env := bc.opEnv(&n.nodeBase, s)
 	d := &sourceDriver[T]{src: n.src, env: env, splits: mine}
 	d.emit.out = n.out.output(bc, s)
 	bc.task(&n.nodeBase, s).Source = d
@@ -176,15 +271,41 @@ type sourceDriver[T any] struct {
 }
 
 type emitter[T any] struct {
-	out runtime.Output[T]
+	out   runtime.Output[T]
+	count int64
 }
 
-func (e *emitter[T]) Emit(rec T)                      { e.out.Emit(rec, runtime.NoTimestamp) }
-func (e *emitter[T]) EmitAt(rec T, ts int64)          { e.out.Emit(rec, ts) }
+func (e *emitter[T]) Emit(rec T)                      { e.count++; e.out.Emit(rec, runtime.NoTimestamp) }
+func (e *emitter[T]) EmitAt(rec T, ts int64)          { e.count++; e.out.Emit(rec, ts) }
 func (d *sourceDriver[T]) Available() <-chan struct{} { return d.reader.Available() }
 
+func (d *sourceDriver[T]) TakeRecordCount() int64 {
+	n := d.emit.count
+	d.emit.count = 0
+	return n
+}
+
+func (d *sourceDriver[T]) SnapshotState(id int64, _ *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
+	splits, err := d.reader.Snapshot(id)
+	if err != nil {
+		return runtime.OperatorSnapshot{}, fmt.Errorf("source reader snapshot: %w", err)
+	}
+	var snap runtime.OperatorSnapshot
+	snap.State.Splits = make([]checkpoint.SplitState, 0, len(splits))
+	for _, sp := range splits {
+		snap.State.Splits = append(snap.State.Splits, checkpoint.SplitState{ID: sp.ID, Data: sp.Data, Position: sp.Position})
+	}
+	return snap, nil
+}
+
 func (d *sourceDriver[T]) Open() error {
-	r, err := d.src.NewReader(connector.ReaderContext{Subtask: d.env.subtask, Parallelism: d.env.parallelism, Logger: d.env.logger})
+	request := func() {}
+	if resp := d.env.responder; resp != nil {
+		task := d.env.taskID
+		request = func() { resp.RequestCheckpoint(task) }
+	}
+	r, err := d.src.NewReader(connector.ReaderContext{Subtask: d.env.subtask, Parallelism: d.env.parallelism,
+		Logger: d.env.logger, RequestCheckpoint: request})
 	if err != nil {
 		return fmt.Errorf("open source reader: %w", err)
 	}

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"time"
+
+	"github.com/weirstream/weir/internal/storage"
 )
 
 // Options configure an Environment. The zero value is valid: every field has
@@ -34,7 +37,80 @@ type Options struct {
 	// Logger receives the runtime's structured logs. Default: a logger that
 	// discards everything.
 	Logger *slog.Logger
+	// Checkpointing configures checkpoints. Checkpoints can always be
+	// triggered by hand (JobClient.TriggerCheckpoint); periodic ones need
+	// Checkpointing.Interval.
+	Checkpointing CheckpointOptions
+	// Restart is the restart strategy after a failure: "none",
+	// "fixed-delay[:attempts=N,delay=D]", "exponential-delay[:...]",
+	// "failure-rate[:max=N,interval=D,delay=D]". Default: as in Flink,
+	// "exponential-delay" when periodic checkpointing is on, else "none".
+	Restart string
+	// Restore starts the job from saved state: "latest" (the newest complete
+	// checkpoint of this JobID in Checkpointing.Storage; none: start empty),
+	// or the path or URL of a checkpoint or savepoint. Default: "" (no
+	// state).
+	Restore string
+	// AllowNonRestoredState lets Restore skip the state of operators (by
+	// uid) that the job no longer has. Default: false — such state fails
+	// the start, so that state is never dropped silently.
+	AllowNonRestoredState bool
 }
+
+// CheckpointMode selects the checkpointing guarantee.
+type CheckpointMode int
+
+const (
+	// ExactlyOnce aligns barriers: state reflects every record exactly once.
+	ExactlyOnce CheckpointMode = iota
+	// AtLeastOnce does not align: faster under skew, but after a restore
+	// some records may be reflected twice.
+	AtLeastOnce
+)
+
+// CheckpointOptions configure checkpoints (DESIGN.md §5). The zero value
+// means: no periodic checkpoints, exactly-once, in-memory storage.
+type CheckpointOptions struct {
+	// Interval between periodic checkpoints. Default: 0 (none; checkpoints
+	// only by hand, every N records, or at the end of bounded input).
+	// Range: 0 or >= 1ms.
+	Interval time.Duration
+	// Mode: ExactlyOnce (default) or AtLeastOnce.
+	Mode CheckpointMode
+	// MinPause is the least time between the end of one checkpoint and the
+	// start of the next. Default: 0. Range: >= 0.
+	MinPause time.Duration
+	// Timeout aborts a checkpoint that has not completed in time. Default:
+	// 10 minutes. Range: >= 1ms.
+	Timeout time.Duration
+	// MaxConcurrent is the number of checkpoints in progress at once.
+	// Default: 1. Range: >= 1.
+	MaxConcurrent int
+	// TolerableFailures is the number of consecutive failed checkpoints
+	// the job tolerates; one more fails the job. Default: 0 (as Flink).
+	// Use -1 for unlimited.
+	TolerableFailures int
+	// Retained is the number of completed checkpoints kept. Default: 1.
+	// Range: >= 1.
+	Retained int
+	// EveryNRecords triggers a checkpoint each time the sources emitted
+	// this many records. Default: 0 (off). Range: >= 0.
+	EveryNRecords int64
+	// Storage is where checkpoints go: "memory://NAME" (in this process),
+	// "file:///path" or a path. Default: "memory://" (private to the job).
+	Storage string
+	// SavepointDir is the default directory of savepoints. Default: none.
+	SavepointDir string
+	// RetainOnCancel keeps the retained checkpoints when the job is
+	// cancelled. Default: false (deleted, as in Flink).
+	RetainOnCancel bool
+
+	// store overrides Storage (tests: a store with injected faults).
+	store storage.Store
+}
+
+// Enabled reports whether periodic checkpoints are configured.
+func (c CheckpointOptions) periodic() bool { return c.Interval > 0 || c.EveryNRecords > 0 }
 
 // EnsureDefaults fills every zero field with its default.
 func (o *Options) EnsureDefaults() {
@@ -56,6 +132,25 @@ func (o *Options) EnsureDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	c := &o.Checkpointing
+	if c.Timeout == 0 {
+		c.Timeout = 10 * time.Minute
+	}
+	if c.MaxConcurrent == 0 {
+		c.MaxConcurrent = 1
+	}
+	if c.Retained == 0 {
+		c.Retained = 1
+	}
+	if c.Storage == "" {
+		c.Storage = "memory://"
+	}
+	if o.Restart == "" {
+		o.Restart = "none"
+		if c.periodic() {
+			o.Restart = "exponential-delay"
+		}
+	}
 }
 
 // Validate reports the first invalid field.
@@ -73,6 +168,25 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("weir: Options.QueueSize is %d; want 1..1024 (0 means 4)", o.QueueSize)
 	case o.StateBackend != "heap":
 		return fmt.Errorf("weir: Options.StateBackend is %q; want \"heap\"", o.StateBackend)
+	}
+	c := o.Checkpointing
+	switch {
+	case c.Interval < 0 || (c.Interval > 0 && c.Interval < time.Millisecond):
+		return fmt.Errorf("weir: Options.Checkpointing.Interval is %v; want 0 (off) or >= 1ms", c.Interval)
+	case c.Mode != ExactlyOnce && c.Mode != AtLeastOnce:
+		return fmt.Errorf("weir: Options.Checkpointing.Mode is %d; want ExactlyOnce or AtLeastOnce", c.Mode)
+	case c.MinPause < 0:
+		return fmt.Errorf("weir: Options.Checkpointing.MinPause is %v; want >= 0", c.MinPause)
+	case c.Timeout < time.Millisecond:
+		return fmt.Errorf("weir: Options.Checkpointing.Timeout is %v; want >= 1ms (0 means 10m)", c.Timeout)
+	case c.MaxConcurrent < 1:
+		return fmt.Errorf("weir: Options.Checkpointing.MaxConcurrent is %d; want >= 1 (0 means 1)", c.MaxConcurrent)
+	case c.TolerableFailures < -1:
+		return fmt.Errorf("weir: Options.Checkpointing.TolerableFailures is %d; want >= 0, or -1 for unlimited", c.TolerableFailures)
+	case c.Retained < 1:
+		return fmt.Errorf("weir: Options.Checkpointing.Retained is %d; want >= 1 (0 means 1)", c.Retained)
+	case c.EveryNRecords < 0:
+		return fmt.Errorf("weir: Options.Checkpointing.EveryNRecords is %d; want >= 0 (0 means off)", c.EveryNRecords)
 	}
 	return nil
 }

@@ -64,6 +64,10 @@ type ReaderContext struct {
 	Parallelism int
 	// Logger is the subtask's logger; never nil.
 	Logger *slog.Logger
+	// RequestCheckpoint asks for a checkpoint as soon as possible: a reader
+	// calls it when it reads a marker record that asks for one. Never nil;
+	// safe to call from Poll only.
+	RequestCheckpoint func()
 }
 
 // Status is what a reader reports after a Poll.

@@ -16,7 +16,7 @@ func newRootCommand() *cobra.Command {
 		Short: "Run a bundled job in this process",
 	}
 	run.AddCommand(newWordCountCommand())
-	root.AddCommand(run)
+	root.AddCommand(run, newDemoCommand())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return flagError{err: err, cmd: c.CommandPath()}
 	})

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -28,6 +29,9 @@ type wordCountFlags struct {
 	input       string
 	output      string
 	parallelism int
+	interval    time.Duration
+	ckptDir     string
+	restore     string
 }
 
 func newWordCountCommand() *cobra.Command {
@@ -47,6 +51,9 @@ output directory. Without --input it counts a bundled demo text.`,
 	c.Flags().StringVar(&f.input, "input", "", "file or directory to read (default: a bundled demo text)")
 	c.Flags().StringVar(&f.output, "output", "out/wordcount", "directory for the result's part files")
 	c.Flags().IntVar(&f.parallelism, "parallelism", 2, "number of subtasks per operator")
+	c.Flags().DurationVar(&f.interval, "checkpoint-interval", 0, "take a checkpoint this often (e.g. 1s); 0 disables periodic checkpoints")
+	c.Flags().StringVar(&f.ckptDir, "checkpoint-dir", "", "checkpoint storage: a directory, file:///path or memory://name (default: in memory)")
+	c.Flags().StringVar(&f.restore, "restore", "", `resume from "latest" (the newest complete checkpoint in --checkpoint-dir) or from a checkpoint or savepoint path`)
 	return c
 }
 
@@ -68,7 +75,14 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 		}
 		src = file.Lines(f.input)
 	}
-	if err := prepareOutput(f.output); err != nil {
+	if f.interval < 0 {
+		return fmt.Errorf("--checkpoint-interval is %v: use 0 (off) or a positive duration such as 1s", f.interval)
+	}
+	if f.restore == "latest" && f.ckptDir == "" {
+		return fmt.Errorf("--restore latest needs --checkpoint-dir: the directory that holds the checkpoints")
+	}
+	// A restored run continues an earlier one: its committed output stays.
+	if err := prepareOutput(f.output, f.restore == ""); err != nil {
 		return err
 	}
 	if ctx == nil {
@@ -77,9 +91,22 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	env := weir.NewEnvironment(weir.Options{Parallelism: f.parallelism})
-	lines := env.FromSource("lines", src)
-	wordcount.Build(lines).SinkTo("out", file.PartFiles(f.output, file.Options{}))
+	opts := weir.Options{Parallelism: f.parallelism, JobID: "wordcount", Restore: f.restore}
+	opts.Checkpointing.Interval = f.interval
+	if f.ckptDir != "" {
+		opts.Checkpointing.Storage = f.ckptDir
+	}
+	exactlyOnce := f.interval > 0 || f.ckptDir != "" || f.restore != ""
+	env := weir.NewEnvironment(opts)
+	lines := env.FromSource("lines", src).UID("lines")
+	counts := wordcount.Build(lines)
+	if exactlyOnce {
+		// Output becomes visible only when the checkpoint that covers it
+		// completes: exactly once, even if the process is killed.
+		counts.SinkTo("out", file.ExactlyOnce(f.output, file.ExactlyOnceOptions{})).UID("out")
+	} else {
+		counts.SinkTo("out", file.PartFiles(f.output, file.Options{})).UID("out")
+	}
 	if err := env.Execute(ctx, "wordcount"); err != nil {
 		return fmt.Errorf("wordcount failed: %w", err)
 	}
@@ -88,9 +115,10 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 	return nil
 }
 
-// prepareOutput makes sure dir is a writable directory and removes the part
-// files of earlier runs, which would otherwise mix with this run's result.
-func prepareOutput(dir string) error {
+// prepareOutput makes sure dir is a writable directory and, when clean is
+// set, removes the part files of earlier runs, which would otherwise mix with
+// this run's result.
+func prepareOutput(dir string, clean bool) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("cannot create output directory %q: %v: choose a writable --output", dir, unwrapPath(err))
 	}
@@ -100,6 +128,9 @@ func prepareOutput(dir string) error {
 	}
 	probe.Close()
 	os.Remove(probe.Name())
+	if !clean {
+		return nil
+	}
 	old, err := filepath.Glob(filepath.Join(dir, "part-*"))
 	if err != nil {
 		return err

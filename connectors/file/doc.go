@@ -28,10 +28,76 @@
 //
 // This sink is at-least-once: it does not implement connector.PreCommitter,
 // so records written after the last completed checkpoint are written again
-// after a restore, into the part files of the new attempt. The exactly-once
-// file sink, which writes pending files and renames them into place when
-// their checkpoint completes, is a separate sink. A record holding '\n'
-// spans several lines of the part file.
+// after a restore, into the part files of the new attempt. ExactlyOnce,
+// below, is the exactly-once file sink. A record holding '\n' spans several
+// lines of the part file.
+//
+// # Exactly-once sink
+//
+// ExactlyOnce (and ExactlyOnceOf) is a two-phase-commit sink, like Flink's
+// FileSink: its writers implement connector.PreCommitter and the sink
+// implements connector.Committer. Names starting with "." stay hidden from
+// readers of the directory (the Lines source among them) until their
+// checkpoint completes:
+//
+//	.part-<subtask>-<attempt>-<token>.inprogress   being written; <token> is random per writer
+//	.part-<subtask>-<attempt>-<checkpoint>.pending  pre-committed, waiting for its checkpoint
+//	part-<subtask>-<attempt>-<checkpoint>           committed (see ExactlyOnceFileName)
+//
+// with subtask, attempt and checkpoint id zero-padded to 5, 4 and 10
+// digits, so that a subtask's files sort in the order they were written.
+// Final names differ across subtasks, checkpoints and attempts, so no
+// commit ever replaces an earlier file; the sink refuses to overwrite one.
+//
+//   - Write appends a line to the in-progress file, through a buffer;
+//     Flush writes the buffer to the file. Neither makes anything visible.
+//   - PreCommit(n) flushes and fsyncs the in-progress file, renames it to
+//     its pending name, fsyncs the directory, and returns a JSON committable
+//     naming the pending file, its final name and its size. The next record
+//     opens a new in-progress file. A checkpoint with no new record creates
+//     no file. The committable also lists the writer's earlier pending files
+//     that are still there (their checkpoint was aborted, or its commit has
+//     not run yet), so that completing n commits every record written
+//     before barrier n even if a checkpoint before it was aborted.
+//     PreCommit returns nil when there is nothing to commit.
+//   - Commit renames each pending file to its final name, then fsyncs the
+//     directory. It is idempotent: a file whose pending name is gone and
+//     whose final name has the expected size was committed before. A file
+//     of which neither name exists is lost, reported with
+//     ErrPendingFileLost. Committables with empty Data are skipped.
+//   - Close removes the in-progress file: records written since the last
+//     PreCommit are dropped. Pending files stay.
+//   - NewWriter removes the in-progress files that earlier attempts left
+//     (the writer of subtask s those of every old subtask k with
+//     k % parallelism == s), never pending files: a restored checkpoint may
+//     still commit them.
+//   - Cleanup removes every pending file that a given set of committables
+//     does not name, and every in-progress file.
+//
+// ExactlyOnceOptions.NoSync skips every fsync, trading durability against
+// operating-system crashes for speed.
+//
+// The runtime's duties, for output that is exactly-once:
+//
+//   - Give each restart of a job a WriterContext.Attempt that no earlier run
+//     writing into the directory had. (A repeated attempt and checkpoint id
+//     makes PreCommit fail rather than replace a committed file.)
+//   - At checkpoint n, call Flush(false) and then PreCommit(n), and store the
+//     committable (nil may be stored or dropped) in checkpoint n.
+//   - Once n completes, call Commit with the committables of n (and of any
+//     earlier checkpoint not committed yet). Commit may run on any
+//     goroutine, also while the writers run, and concurrently with itself.
+//   - On restore from checkpoint n, call Commit with every committable of
+//     n, then Cleanup with the same committables (or none: they are
+//     committed), before creating the writers; Cleanup must never run while
+//     a writer of the sink is open. Without Cleanup, the pending files of
+//     checkpoints that never completed stay, hidden, on disk.
+//   - At the end of input, call Flush(true), then PreCommit of a final
+//     checkpoint, Commit once it completes, then Close. Records written after
+//     the last PreCommit are never visible: Close drops them.
+//
+// A directory belongs to one sink of one job: two sinks writing into it
+// would remove each other's in-progress files and clash on final names.
 //
 // # Usage
 //
@@ -39,4 +105,6 @@
 //	counts.SinkTo("out", file.PartFilesOf("out/", func(c WordCount) string {
 //		return fmt.Sprintf("%s,%d", c.Word, c.Count)
 //	}, file.Options{}))
+//
+//	counts.SinkTo("out", file.ExactlyOnceOf("out/", formatCount, file.ExactlyOnceOptions{}))
 package file

@@ -43,7 +43,9 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind      EventKind
 	ID        int64 // checkpoint id of a barrier or cancel marker
-	Timestamp int64 // watermark time, or the trigger time of a barrier
+	Timestamp int64 // watermark time, or the trigger time (epoch ms) of a barrier
+	// Options of a barrier; nil for other events.
+	Options *BarrierOptions
 }
 
 // envelope is one element of a channel's queue: a batch of records, or an

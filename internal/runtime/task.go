@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"time"
 
 	"github.com/weirstream/weir/connector"
+	"github.com/weirstream/weir/internal/checkpoint"
 )
 
 // SourceDriver is the untyped face of a source reader bound to its chain.
@@ -26,8 +28,17 @@ type SourceDriver interface {
 // task goroutine.
 type Mail func() error
 
+// RecordCounter is implemented by source drivers that count the records
+// they emit (for checkpoints every N records).
+type RecordCounter interface {
+	// TakeRecordCount returns the records emitted since the last call.
+	TakeRecordCount() int64
+}
+
 // TaskConfig describes one task.
 type TaskConfig struct {
+	// ID identifies the task to the job master: "<vertex>-<subtask>".
+	ID          string
 	Name        string // the vertex name, "a -> b"
 	Subtask     int
 	Parallelism int
@@ -45,6 +56,11 @@ type TaskConfig struct {
 	Cursor   *Cursor
 	Doorbell chan struct{}
 	Logger   *slog.Logger
+	// Checkpointing, when set, makes the task take part in checkpoints.
+	Checkpointing *CheckpointConfig
+	// CountRecords makes a source task report its records to the
+	// Responder (for checkpoints every N records).
+	CountRecords bool
 }
 
 // Task runs one subtask of a vertex.
@@ -55,6 +71,13 @@ type Task struct {
 	finished []bool
 	gateOpen []int // per gate: inputs not yet ended
 	opened   int   // operators opened so far, for Close
+	done     chan struct{}
+	async    *asyncSnapshots
+	aligner  *checkpoint.Aligner
+	// finishRequested is set by the Finish mail.
+	finishRequested bool
+	// barriers remembers the first barrier of each alignment in progress.
+	barriers map[int64]Event
 }
 
 // NewTask creates a task; it starts nothing until Run.
@@ -68,8 +91,21 @@ func NewTask(cfg TaskConfig) *Task {
 	if cfg.Doorbell == nil {
 		cfg.Doorbell = make(chan struct{}, 1)
 	}
-	return &Task{cfg: cfg, mailbox: make(chan Mail, 16), log: taskLogger(cfg.Logger, cfg.Name, cfg.Subtask)}
+	return &Task{cfg: cfg, mailbox: make(chan Mail, 64), done: make(chan struct{}),
+		log: taskLogger(cfg.Logger, cfg.Name, cfg.Subtask)}
 }
+
+// ID returns the task's id.
+func (t *Task) ID() string { return t.cfg.ID }
+
+// IsSource reports whether the task runs a source.
+func (t *Task) IsSource() bool { return t.cfg.Source != nil }
+
+// Done is closed when Run has returned.
+func (t *Task) Done() <-chan struct{} { return t.done }
+
+// ErrTaskEnded is returned by Post when the task is no longer running.
+var ErrTaskEnded = errors.New("task ended")
 
 // Name returns "name (i/n)".
 func (t *Task) Name() string {
@@ -82,6 +118,8 @@ func (t *Task) Post(ctx context.Context, m Mail) error {
 	select {
 	case t.mailbox <- m:
 		return nil
+	case <-t.done:
+		return ErrTaskEnded
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -93,6 +131,11 @@ func (t *Task) Run(ctx context.Context) (err error) {
 		if r := recover(); r != nil {
 			err = t.blame(r)
 		}
+		if errors.Is(err, errStop) {
+			err = nil
+		}
+		close(t.done)
+		t.stopAsync()
 		if cerr := t.closeAll(); err == nil && cerr != nil {
 			err = cerr
 		}
@@ -204,6 +247,13 @@ func (t *Task) runSource(ctx context.Context) error {
 		if err != nil {
 			return t.opError(0, err)
 		}
+		if t.cfg.CountRecords {
+			if rc, ok := src.(RecordCounter); ok {
+				if n := rc.TakeRecordCount(); n > 0 {
+					t.cfg.Checkpointing.Responder.SourceRecords(t.cfg.ID, n)
+				}
+			}
+		}
 		switch status {
 		case connector.MoreAvailable:
 		case connector.NothingAvailable:
@@ -218,11 +268,37 @@ func (t *Task) runSource(ctx context.Context) error {
 				return context.Cause(ctx)
 			}
 		case connector.EndOfInput:
+			if err := t.awaitFinalCheckpoint(ctx); err != nil {
+				return err
+			}
 			return t.endOfInput()
 		default:
 			return t.opError(0, fmt.Errorf("source reader returned unknown status %d", status))
 		}
 	}
+}
+
+// awaitFinalCheckpoint keeps a source task that read all its input alive,
+// answering checkpoint triggers, until the job master says the final
+// checkpoint completed: only then may end of partition go downstream, so
+// that every record is covered by a checkpoint its sinks commit.
+func (t *Task) awaitFinalCheckpoint(ctx context.Context) error {
+	if t.cfg.Checkpointing == nil {
+		return nil
+	}
+	t.flushAll()
+	t.cfg.Checkpointing.Responder.SourceFinished(t.cfg.ID)
+	for !t.finishRequested {
+		select {
+		case m := <-t.mailbox:
+			if err := m(); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	return nil
 }
 
 func (t *Task) runInputs(ctx context.Context) error {
@@ -240,12 +316,19 @@ func (t *Task) runInputs(ctx context.Context) error {
 	if n == 0 {
 		return t.endOfInput()
 	}
+	if cc := t.cfg.Checkpointing; cc != nil {
+		a, err := checkpoint.NewAligner(cc.Mode, n)
+		if err != nil {
+			return err
+		}
+		t.aligner = a
+	}
 	start := 0
 	for {
 		progressed := false
 		for k := range n {
 			i := (start + k) % n
-			if t.finished[i] {
+			if t.finished[i] || (t.aligner != nil && t.aligner.Blocked(i)) {
 				continue
 			}
 			ev, isEvent, ok := t.cfg.Inputs[i].Poll()
@@ -257,7 +340,26 @@ func (t *Task) runInputs(ctx context.Context) error {
 				continue
 			}
 			switch ev.Kind {
+			case Barrier:
+				if t.aligner == nil {
+					return fmt.Errorf("task %s: barrier %d but checkpointing is off", t.Name(), ev.ID)
+				}
+				t.rememberBarrier(ev)
+				if err := t.alignerActions(t.aligner.OnBarrier(i, ev.ID, nowMs())); err != nil {
+					return err
+				}
+			case CancelBarrier:
+				if t.aligner != nil {
+					if err := t.alignerActions(t.aligner.OnCancel(i, ev.ID)); err != nil {
+						return err
+					}
+				}
 			case EndOfPartition:
+				if t.aligner != nil {
+					if err := t.alignerActions(t.aligner.OnEndOfPartition(i, nowMs())); err != nil {
+						return err
+					}
+				}
 				t.finished[i] = true
 				remaining--
 				g := t.cfg.InputGate[i]
@@ -276,6 +378,11 @@ func (t *Task) runInputs(ctx context.Context) error {
 		}
 		start++
 		if remaining == 0 {
+			// Mail sent before the end of input reached us (the final
+			// checkpoint's completion, which sinks commit on) runs first.
+			if err := t.drainMailbox(); err != nil {
+				return err
+			}
 			return t.endOfInput()
 		}
 		if err := t.drainMailbox(); err != nil {
@@ -296,6 +403,57 @@ func (t *Task) runInputs(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+func nowMs() int64 { return time.Now().UnixMilli() }
+
+// alignerActions carries out what the aligner decided.
+func (t *Task) alignerActions(acts []checkpoint.Action) error {
+	for _, a := range acts {
+		switch a := a.(type) {
+		case checkpoint.Snapshot:
+			b := t.barrierOf(a.ID)
+			if err := t.performCheckpoint(b, a.FirstBarrierAt, a.AlignmentMs); err != nil {
+				return err
+			}
+		case checkpoint.AbortAlignment:
+			t.barrierOf(a.ID)
+			for _, w := range t.cfg.Writers {
+				w.Broadcast(Event{Kind: CancelBarrier, ID: a.ID})
+			}
+			if a.Reason != checkpoint.AlignCanceled {
+				t.cfg.Checkpointing.Responder.Acknowledge(TaskAck{Task: t.cfg.ID, ID: a.ID,
+					Err: fmt.Errorf("task %s: alignment of checkpoint %d aborted: %s", t.Name(), a.ID, a.Reason)})
+			}
+		}
+	}
+	return nil
+}
+
+// rememberBarrier keeps the first barrier of each checkpoint id until the
+// aligner decides about it: its options go with the snapshot.
+func (t *Task) rememberBarrier(ev Event) {
+	if t.barriers == nil {
+		t.barriers = make(map[int64]Event)
+	}
+	if _, ok := t.barriers[ev.ID]; !ok {
+		t.barriers[ev.ID] = ev
+	}
+}
+
+// barrierOf returns the barrier remembered for id and forgets it and every
+// older one (the aligner never revisits them).
+func (t *Task) barrierOf(id int64) Event {
+	b, ok := t.barriers[id]
+	if !ok {
+		b = Event{Kind: Barrier, ID: id}
+	}
+	for k := range t.barriers {
+		if k <= id {
+			delete(t.barriers, k)
+		}
+	}
+	return b
 }
 
 // endOfInput finishes the chain in order and tells downstream tasks that this

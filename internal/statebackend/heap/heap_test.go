@@ -9,7 +9,7 @@ import (
 )
 
 func TestValueStateIsScopedToKeyAndGroup(t *testing.T) {
-	b := New[string](keygroup.Range{Start: 10, End: 20})
+	b := New[string](keygroup.Range{Start: 10, End: 20}, codec.String())
 	c, _ := codec.Of[int]()
 	s, err := NewValueState[string, int](b, "n", c)
 	if err != nil {
@@ -59,7 +59,7 @@ func TestValueStateIsScopedToKeyAndGroup(t *testing.T) {
 }
 
 func TestDuplicateStateName(t *testing.T) {
-	b := New[int](keygroup.Range{Start: 0, End: 1})
+	b := New[int](keygroup.Range{Start: 0, End: 1}, codec.Int())
 	c, _ := codec.Of[int]()
 	if _, err := NewValueState[int, int](b, "x", c); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,333 @@
+package weir
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+
+	"github.com/weirstream/weir/connector"
+	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/jobmaster"
+	"github.com/weirstream/weir/internal/restart"
+	"github.com/weirstream/weir/internal/runtime"
+	"github.com/weirstream/weir/internal/statebackend"
+	"github.com/weirstream/weir/internal/storage"
+)
+
+// restoredState is what one operator instance gets back from a checkpoint.
+type restoredState struct {
+	keyed        []checkpoint.KeyedStateHandle
+	splits       []connector.SplitState
+	committables []connector.Committable
+	// open reads a keyed-state handle, checking its size and checksum.
+	open func(h checkpoint.KeyedStateHandle) ([]byte, error)
+}
+
+// restoreFor gathers the state of operator uid for subtask s of par, from
+// all subtasks of the checkpoint (the parallelism may have changed).
+func (bc *buildCtx) restoreFor(n *nodeBase, s, par int, env *opEnv) *restoredState {
+	r := bc.restore
+	if r == nil {
+		return nil
+	}
+	var op *checkpoint.OperatorState
+	for i := range r.Metadata.Operators {
+		if r.Metadata.Operators[i].UID == n.uid {
+			op = &r.Metadata.Operators[i]
+		}
+	}
+	if op == nil {
+		return nil
+	}
+	rs := &restoredState{open: func(h checkpoint.KeyedStateHandle) ([]byte, error) {
+		if h.Inline != nil {
+			return h.Inline, nil
+		}
+		return storage.CheckpointStorage{Store: r.Store}.ReadStateFile(bc.ctx, r.Dir, h.Path, h.Size, h.CRC)
+	}}
+	var splits []checkpoint.SplitState
+	var comms []checkpoint.Committable
+	for _, st := range op.Subtasks {
+		for _, h := range st.Keyed {
+			if h.StartGroup < env.keyGroups.End && env.keyGroups.Start < h.EndGroup {
+				rs.keyed = append(rs.keyed, h)
+			}
+		}
+		splits = append(splits, st.Splits...)
+		comms = append(comms, st.Committables...)
+	}
+	for i, sp := range splits {
+		if i%par == s {
+			rs.splits = append(rs.splits, connector.SplitState{ID: sp.ID, Data: sp.Data, Position: sp.Position})
+		}
+	}
+	for i, c := range comms {
+		if i%par == s {
+			rs.committables = append(rs.committables, connector.Committable{CheckpointID: c.CheckpointID, Subtask: c.Subtask, Data: c.Data})
+		}
+	}
+	return rs
+}
+
+// restoreHas reports whether the restored checkpoint has state of uid.
+func (bc *buildCtx) restoreHas(uid string) bool {
+	if bc.restore == nil {
+		return false
+	}
+	for _, op := range bc.restore.Metadata.Operators {
+		if op.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// checkRestoreCoverage fails a restore whose state belongs to operators
+// the job no longer has, unless allowed.
+func (bc *buildCtx) checkRestoreCoverage(e *Environment) error {
+	if bc.restore == nil || bc.opts.AllowNonRestoredState {
+		return nil
+	}
+	uids := map[string]bool{}
+	for _, n := range e.nodes {
+		uids[n.base().uid] = true
+	}
+	for _, op := range bc.restore.Metadata.Operators {
+		if !uids[op.UID] {
+			return fmt.Errorf("checkpoint %s holds state of operator uid %q (%s), which this job does not have: give the operator its old uid, or set Options.AllowNonRestoredState to drop that state",
+				bc.restore.Dir, op.UID, op.Name)
+		}
+	}
+	if mp := bc.restore.Metadata.MaxParallelism; mp != 0 && mp != bc.opts.MaxParallelism {
+		return fmt.Errorf("checkpoint %s was taken with MaxParallelism %d, but the job has %d: keyed state cannot be redistributed; use %d",
+			bc.restore.Dir, mp, bc.opts.MaxParallelism, mp)
+	}
+	return nil
+}
+
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// stateFileName names an operator instance's keyed-state file in a
+// checkpoint directory.
+func stateFileName(uid string, subtask int) string {
+	return fmt.Sprintf("%s-%d.keyed", unsafeName.ReplaceAllString(uid, "_"), subtask)
+}
+
+// snapshotKeyed is the snapshot of a keyed operator's backend.
+func snapshotKeyed[K comparable](b statebackend.KeyedBackend[K], env *opEnv, id int64, opts *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
+	snap, err := b.Snapshot(id)
+	if err != nil {
+		return runtime.OperatorSnapshot{}, err
+	}
+	name := stateFileName(env.uid, env.subtask)
+	return runtime.OperatorSnapshot{
+		Async: func(ctx context.Context, st *checkpoint.SubtaskState) (int64, error) {
+			var h checkpoint.KeyedStateHandle
+			size, crc, err := storage.CheckpointStorage{Store: opts.Store}.WriteStateFile(ctx, opts.Dir, name, func(w io.Writer) error {
+				var err error
+				h, err = snap.WriteState(w)
+				return err
+			})
+			if err != nil {
+				return 0, err
+			}
+			h.Path, h.Size, h.CRC = name, size, crc
+			st.Keyed = append(st.Keyed, h)
+			return size, nil
+		},
+		Release: snap.Release,
+	}, nil
+}
+
+// userHooks calls a user function's optional checkpoint hooks.
+type userHooks struct{ fn any }
+
+// CheckpointedFunction is implemented by functions that keep something
+// outside weir's state and must put it there before a snapshot.
+type CheckpointedFunction interface {
+	// SnapshotState runs on the task goroutine at checkpoint id, before the
+	// operator's state is snapshotted.
+	SnapshotState(id int64) error
+}
+
+// CheckpointListener is implemented by functions that act when a checkpoint
+// completes or is aborted.
+type CheckpointListener interface {
+	NotifyCheckpointComplete(id int64) error
+	NotifyCheckpointAborted(id int64) error
+}
+
+func (u userHooks) snapshot(id int64) error {
+	if f, ok := u.fn.(CheckpointedFunction); ok {
+		return f.SnapshotState(id)
+	}
+	return nil
+}
+
+func (u userHooks) NotifyCheckpointComplete(id int64) error {
+	if f, ok := u.fn.(CheckpointListener); ok {
+		return f.NotifyCheckpointComplete(id)
+	}
+	return nil
+}
+
+func (u userHooks) NotifyCheckpointAborted(id int64) error {
+	if f, ok := u.fn.(CheckpointListener); ok {
+		return f.NotifyCheckpointAborted(id)
+	}
+	return nil
+}
+
+// --- job handle -------------------------------------------------------------
+
+// JobClient is the handle of a running job.
+type JobClient struct {
+	jm     *jobmaster.JobMaster
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+// ExecuteAsync starts the job and returns its handle at once.
+func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobClient, error) {
+	if err := errors.Join(e.errs...); err != nil {
+		return nil, fmt.Errorf("job %q is not valid: %w", jobName, err)
+	}
+	opts := e.opts
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.JobID == "" {
+		opts.JobID = jobName
+	}
+	jg, err := compile(e, opts, jobName)
+	if err != nil {
+		return nil, err
+	}
+	jmOpts, err := jobMasterOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	logger := opts.Logger.With("job", opts.JobID)
+	deploy := func(ctx context.Context, attempt int, restore *jobmaster.Restored, resp runtime.Responder) (*jobmaster.Deployment, error) {
+		bc := &buildCtx{ctx: ctx, opts: opts, jg: jg, stop: make(chan struct{}), logger: logger,
+			restore: restore, responder: resp, attempt: attempt}
+		if err := bc.checkRestoreCoverage(e); err != nil {
+			return nil, err
+		}
+		tasks, err := bc.deploy(e)
+		if err != nil {
+			return nil, err
+		}
+		return &jobmaster.Deployment{Tasks: tasks, Stop: bc.stop}, nil
+	}
+	jm, err := jobmaster.New(jmOpts, deploy)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	c := &JobClient{jm: jm, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		logger.Info("job started", "vertices", len(jg.Vertices))
+		c.err = jm.Run(ctx)
+		if c.err != nil {
+			logger.Error("job ended with an error", "err", c.err)
+		} else {
+			logger.Info("job finished")
+		}
+	}()
+	return c, nil
+}
+
+// Wait waits until the job ends and returns its error (nil when it finished
+// or was stopped with a savepoint).
+func (c *JobClient) Wait() error {
+	<-c.done
+	return c.err
+}
+
+// Done is closed when the job has ended.
+func (c *JobClient) Done() <-chan struct{} { return c.done }
+
+// Cancel cancels the job; Wait then returns context.Canceled.
+func (c *JobClient) Cancel() { c.cancel() }
+
+// TriggerCheckpoint takes a checkpoint now and waits for it; it returns the
+// checkpoint's id.
+func (c *JobClient) TriggerCheckpoint(ctx context.Context) (int64, error) {
+	return c.jm.TriggerCheckpoint(ctx)
+}
+
+// TriggerSavepoint takes a savepoint into dir (Checkpointing.SavepointDir
+// when empty), waits for it, and returns its path.
+func (c *JobClient) TriggerSavepoint(ctx context.Context, dir string) (string, error) {
+	return c.jm.TriggerSavepoint(ctx, dir, false)
+}
+
+// StopWithSavepoint takes a savepoint, lets sinks commit, then stops the
+// job; it returns the savepoint's path.
+func (c *JobClient) StopWithSavepoint(ctx context.Context, dir string) (string, error) {
+	return c.jm.TriggerSavepoint(ctx, dir, true)
+}
+
+// CheckpointStats describes one checkpoint (or savepoint).
+type CheckpointStats = jobmaster.CheckpointStats
+
+// CheckpointSummary counts checkpoints and names the last restore.
+type CheckpointSummary = jobmaster.Summary
+
+// Checkpoints returns the checkpoint summary and history, oldest first.
+func (c *JobClient) Checkpoints() (CheckpointSummary, []CheckpointStats) { return c.jm.Stats() }
+
+func jobMasterOptions(o Options) (jobmaster.Options, error) {
+	c := o.Checkpointing
+	store := c.store
+	if store == nil {
+		var err error
+		if store, err = storage.Open(c.Storage); err != nil {
+			return jobmaster.Options{}, fmt.Errorf("weir: Options.Checkpointing.Storage: %w", err)
+		}
+	}
+	strategy, err := restartStrategy(o.Restart)
+	if err != nil {
+		return jobmaster.Options{}, fmt.Errorf("weir: Options.Restart: %w", err)
+	}
+	tolerable := c.TolerableFailures
+	if tolerable < 0 {
+		tolerable = math.MaxInt32
+	}
+	mode := checkpoint.ExactlyOnce
+	if c.Mode == AtLeastOnce {
+		mode = checkpoint.AtLeastOnce
+	}
+	return jobmaster.Options{
+		JobID: o.JobID,
+		Checkpoint: checkpoint.Options{
+			Interval: c.Interval.Milliseconds(), MinPause: c.MinPause.Milliseconds(),
+			MaxConcurrent: c.MaxConcurrent, Timeout: c.Timeout.Milliseconds(),
+			TolerableFailures: tolerable, Retained: c.Retained, EveryNRecords: c.EveryNRecords,
+		},
+		Mode:                  mode,
+		Storage:               store,
+		SavepointDir:          c.SavepointDir,
+		RetainOnCancel:        c.RetainOnCancel,
+		Restart:               strategy,
+		Restore:               o.Restore,
+		AllowNonRestoredState: o.AllowNonRestoredState,
+		MaxParallelism:        o.MaxParallelism,
+		Logger:                o.Logger,
+	}, nil
+}
+
+func restartStrategy(spec string) (restart.Strategy, error) {
+	o, err := restart.Parse(spec)
+	if err != nil {
+		return nil, err
+	}
+	return restart.New(o, nil)
+}

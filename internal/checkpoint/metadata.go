@@ -1,0 +1,89 @@
+package checkpoint
+
+// Metadata is the content of a checkpoint's or savepoint's _metadata file:
+// the commit point of a checkpoint, listing every piece of state it holds.
+// It refers to state files by paths relative to the checkpoint's own
+// directory (exclusive files) or to the job directory (shared files, later),
+// so that a savepoint directory can be moved as a whole.
+type Metadata struct {
+	// Version is the format version of the encoding (MetadataVersion).
+	Version int    `json:"version"`
+	JobID   string `json:"jobId"`
+	ID      int64  `json:"id"`
+	Kind    Kind   `json:"kind"`
+	// Timestamp is the trigger time, epoch milliseconds.
+	Timestamp int64 `json:"timestamp"`
+	// MaxParallelism is the number of key groups of the job's keyed operators.
+	MaxParallelism int `json:"maxParallelism"`
+	// Operators holds the state of every operator with state, by uid.
+	Operators []OperatorState `json:"operators"`
+}
+
+// MetadataVersion is the version written by this code.
+const MetadataVersion = 1
+
+// OperatorState is the state of all subtasks of one operator.
+type OperatorState struct {
+	UID         string `json:"uid"`
+	Name        string `json:"name"`
+	Parallelism int    `json:"parallelism"`
+	// Subtasks are indexed by subtask.
+	Subtasks []SubtaskState `json:"subtasks"`
+}
+
+// SubtaskState is the state one subtask of an operator snapshotted.
+type SubtaskState struct {
+	Subtask int `json:"subtask"`
+	// Keyed holds keyed state, each handle covering a range of key groups.
+	Keyed []KeyedStateHandle `json:"keyed,omitempty"`
+	// Splits are a source's unfinished splits with their positions.
+	Splits []SplitState `json:"splits,omitempty"`
+	// Committables are a two-phase-commit sink's pre-committed transactions
+	// not yet known to be committed.
+	Committables []Committable `json:"committables,omitempty"`
+	// Lists are operator list states by name (redistributed on rescale).
+	Lists []ListState `json:"lists,omitempty"`
+}
+
+// SplitState mirrors connector.SplitState (this package imports nothing of
+// the runtime's).
+type SplitState struct {
+	ID       string `json:"id"`
+	Data     []byte `json:"data,omitempty"`
+	Position []byte `json:"position,omitempty"`
+}
+
+// Committable mirrors connector.Committable.
+type Committable struct {
+	CheckpointID int64  `json:"checkpointId"`
+	Subtask      int    `json:"subtask"`
+	Data         []byte `json:"data"`
+}
+
+// ListState is one named operator list state of a subtask.
+type ListState struct {
+	Name string `json:"name"`
+	// Union: on restore every subtask gets every entry of every subtask;
+	// otherwise entries are split evenly.
+	Union   bool     `json:"union,omitempty"`
+	Entries [][]byte `json:"entries"`
+}
+
+// KeyedStateHandle points at a file holding the keyed state of a range of
+// key groups, or holds it inline.
+type KeyedStateHandle struct {
+	// Backend is the backend that wrote the file ("heap").
+	Backend string `json:"backend"`
+	// Path is relative to the checkpoint directory; empty when Inline is set.
+	Path   string `json:"path,omitempty"`
+	Inline []byte `json:"inline,omitempty"`
+	// Size and CRC (Castagnoli) of the file or of Inline.
+	Size int64  `json:"size"`
+	CRC  uint32 `json:"crc"`
+	// StartGroup and EndGroup give the half-open key-group range covered.
+	StartGroup int `json:"startGroup"`
+	EndGroup   int `json:"endGroup"`
+	// Offsets[i] is where key group StartGroup+i starts in the file, so that
+	// a rescaled subtask reads only the groups it owns.
+	Offsets []int64 `json:"offsets,omitempty"`
+}

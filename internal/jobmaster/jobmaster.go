@@ -1,0 +1,696 @@
+package jobmaster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/restart"
+	"github.com/weirstream/weir/internal/runtime"
+	"github.com/weirstream/weir/internal/storage"
+)
+
+// Options configure a JobMaster.
+type Options struct {
+	JobID string
+	// Checkpoint configures the coordinator (times in milliseconds).
+	Checkpoint checkpoint.Options
+	// Mode is the barrier alignment mode of the tasks.
+	Mode checkpoint.AlignmentMode
+	// Storage is the checkpoint storage root; checkpoints go under
+	// <root>/<JobID>/chk-<n>.
+	Storage storage.Store
+	// SavepointDir is the default target of savepoints (a storage URL or a
+	// path); empty means savepoints need an explicit directory.
+	SavepointDir string
+	// RetainOnCancel keeps completed checkpoints when the job is cancelled.
+	RetainOnCancel bool
+	// Restart decides whether and when a failed job restarts.
+	Restart restart.Strategy
+	// Restore is where the first attempt starts from: "" (no state),
+	// "latest" (the newest complete checkpoint of JobID in Storage) or the
+	// path of a checkpoint or savepoint.
+	Restore string
+	// AllowNonRestoredState lets a restore skip state of operators that no
+	// longer exist.
+	AllowNonRestoredState bool
+	// MaxParallelism is the job's number of key groups, recorded in metadata.
+	MaxParallelism int
+	Logger         *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Restored describes the checkpoint a deployment starts from.
+type Restored struct {
+	Metadata *checkpoint.Metadata
+	Store    storage.Store
+	Dir      string
+}
+
+// Deployment is one attempt's tasks.
+type Deployment struct {
+	Tasks []*runtime.Task
+	// Stop is closed when the attempt stops (runtime.NewJob's stop).
+	Stop chan struct{}
+}
+
+// DeployFunc builds the tasks of an attempt. resp is the JobMaster, to be
+// given to every task's CheckpointConfig.
+type DeployFunc func(ctx context.Context, attempt int, restore *Restored, resp runtime.Responder) (*Deployment, error)
+
+// JobMaster runs one job.
+type JobMaster struct {
+	opts   Options
+	deploy DeployFunc
+	log    *slog.Logger
+	cs     storage.CheckpointStorage
+	coord  *checkpoint.Coordinator
+	stats  *statsBook
+
+	inbox    inbox
+	requests chan request
+
+	// state of the current attempt, touched only by Run's goroutine
+	tasks        map[string]*runtime.Task
+	sources      []*runtime.Task
+	finished     map[string]bool
+	finalReq     int64
+	finishing    bool
+	stopping     bool
+	waiting      map[int64]request // by coordinator request id
+	targets      map[int64]*runtime.BarrierOptions
+	lastRestored *Restored
+	everDone     bool // a checkpoint completed in this job at some point
+	metaDone     chan metaResult
+	metaWG       sync.WaitGroup
+	failure      error // FailJob
+	cancelRun    context.CancelCauseFunc
+}
+
+type request struct {
+	req   checkpoint.Request
+	reply chan result
+}
+
+type result struct {
+	id   int64
+	path string
+	err  error
+}
+
+type metaResult struct {
+	id  int64
+	err error
+}
+
+// New returns a JobMaster; nothing runs until Run.
+func New(opts Options, deploy DeployFunc) (*JobMaster, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Restart == nil {
+		opts.Restart = restart.None{}
+	}
+	opts.Checkpoint.EnsureDefaults()
+	if err := opts.Checkpoint.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Storage == nil {
+		return nil, errors.New("jobmaster: no checkpoint storage")
+	}
+	jm := &JobMaster{
+		opts:     opts,
+		deploy:   deploy,
+		log:      opts.Logger.With("job", opts.JobID),
+		cs:       storage.CheckpointStorage{Store: opts.Storage, JobID: opts.JobID},
+		stats:    newStatsBook(),
+		requests: make(chan request),
+		metaDone: make(chan metaResult, 16),
+	}
+	jm.inbox.init()
+	return jm, nil
+}
+
+func (jm *JobMaster) now() int64 { return jm.opts.Now().UnixMilli() }
+
+// --- handle, safe for any goroutine -----------------------------------------
+
+// ErrJobNotRunning is returned by requests made when the job is not running.
+var ErrJobNotRunning = errors.New("job is not running")
+
+func (jm *JobMaster) ask(ctx context.Context, req checkpoint.Request) (result, error) {
+	r := request{req: req, reply: make(chan result, 1)}
+	select {
+	case jm.requests <- r:
+	case <-ctx.Done():
+		return result{}, ctx.Err()
+	}
+	select {
+	case res := <-r.reply:
+		return res, res.err
+	case <-ctx.Done():
+		return result{}, ctx.Err()
+	}
+}
+
+// TriggerCheckpoint asks for a checkpoint and waits until it completed or
+// failed; it returns the checkpoint's id.
+func (jm *JobMaster) TriggerCheckpoint(ctx context.Context) (int64, error) {
+	res, err := jm.ask(ctx, checkpoint.Request{Kind: checkpoint.KindCheckpoint})
+	return res.id, err
+}
+
+// TriggerSavepoint takes a savepoint into dir (the default savepoint
+// directory when empty) and returns its path. With stop, the job stops once
+// the savepoint completed.
+func (jm *JobMaster) TriggerSavepoint(ctx context.Context, dir string, stop bool) (string, error) {
+	if dir == "" {
+		dir = jm.opts.SavepointDir
+	}
+	if dir == "" {
+		return "", errors.New("no savepoint directory: pass one or set a default savepoint directory")
+	}
+	res, err := jm.ask(ctx, checkpoint.Request{Kind: checkpoint.KindSavepoint, TargetDir: dir, StopAfter: stop})
+	return res.path, err
+}
+
+// Stats returns the checkpoint summary and history, oldest first.
+func (jm *JobMaster) Stats() (Summary, []CheckpointStats) { return jm.stats.snapshot() }
+
+// Checkpoint returns the statistics of one checkpoint.
+func (jm *JobMaster) Checkpoint(id int64) (CheckpointStats, bool) { return jm.stats.get(id) }
+
+// --- Responder, called by tasks ---------------------------------------------
+
+// Acknowledge implements runtime.Responder.
+func (jm *JobMaster) Acknowledge(ack runtime.TaskAck) { jm.inbox.put(event{ack: &ack}) }
+
+// SourceRecords implements runtime.Responder.
+func (jm *JobMaster) SourceRecords(task string, n int64) {
+	jm.inbox.put(event{task: task, records: n})
+}
+
+// RequestCheckpoint implements runtime.Responder.
+func (jm *JobMaster) RequestCheckpoint(task string) { jm.inbox.put(event{task: task, marker: true}) }
+
+// SourceFinished implements runtime.Responder.
+func (jm *JobMaster) SourceFinished(task string) { jm.inbox.put(event{task: task, finished: true}) }
+
+type event struct {
+	ack      *runtime.TaskAck
+	task     string
+	records  int64
+	marker   bool
+	finished bool
+}
+
+// inbox is an unbounded queue: tasks never wait for the job master.
+type inbox struct {
+	mu     sync.Mutex
+	events []event
+	ready  chan struct{}
+}
+
+func (b *inbox) init() { b.ready = make(chan struct{}, 1) }
+
+func (b *inbox) put(e event) {
+	b.mu.Lock()
+	b.events = append(b.events, e)
+	b.mu.Unlock()
+	select {
+	case b.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (b *inbox) take() []event {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.events
+	b.events = nil
+	return e
+}
+
+// --- the run loop -----------------------------------------------------------
+
+// Run runs the job, restarting it after failures as the restart strategy
+// allows, until it finishes, is stopped with a savepoint, is cancelled
+// through ctx, or fails for good.
+func (jm *JobMaster) Run(ctx context.Context) (err error) {
+	defer jm.metaWG.Wait()
+	restore, err := jm.initialRestore(ctx)
+	if err != nil {
+		return err
+	}
+	lastID, err := jm.cs.MaxCheckpointID(ctx)
+	if err != nil {
+		return fmt.Errorf("read checkpoint ids: %w", err)
+	}
+	if restore != nil {
+		lastID = max(lastID, restore.Metadata.ID)
+	}
+	jm.coord, err = checkpoint.NewCoordinator(jm.opts.Checkpoint, lastID, nil)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		runErr := jm.runAttempt(ctx, attempt, restore)
+		switch {
+		case runErr == nil:
+			jm.onFinished(ctx)
+			return nil
+		case ctx.Err() != nil:
+			jm.onCancelled()
+			return context.Cause(ctx)
+		}
+		ok, delay := jm.opts.Restart.OnFailure(jm.opts.Now())
+		if !ok {
+			return runErr
+		}
+		jm.log.Warn("job failed; restarting", "attempt", attempt+1, "delay", delay, "err", runErr)
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			jm.onCancelled()
+			return context.Cause(ctx)
+		}
+		restore, err = jm.restartPoint(ctx)
+		if err != nil {
+			return errors.Join(runErr, err)
+		}
+	}
+}
+
+func (jm *JobMaster) initialRestore(ctx context.Context) (*Restored, error) {
+	switch jm.opts.Restore {
+	case "":
+		return nil, nil
+	case "latest":
+		dir, md, skipped, err := jm.cs.Latest(ctx)
+		for _, s := range skipped {
+			jm.log.Warn("skipping broken checkpoint", "err", s)
+		}
+		if errors.Is(err, storage.ErrNoCheckpoint) {
+			jm.log.Info("no checkpoint to restore; starting without state")
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &Restored{Metadata: md, Store: jm.opts.Storage, Dir: dir}, nil
+	default:
+		store, dir, md, err := storage.ResolveRestore(ctx, jm.opts.Restore)
+		if err != nil {
+			return nil, err
+		}
+		return &Restored{Metadata: md, Store: store, Dir: dir}, nil
+	}
+}
+
+// restartPoint is the newest valid completed checkpoint, or the state the
+// job last started from when none completed since.
+func (jm *JobMaster) restartPoint(ctx context.Context) (*Restored, error) {
+	dir, md, skipped, err := jm.cs.Latest(ctx)
+	for _, s := range skipped {
+		jm.log.Warn("skipping broken checkpoint", "err", s)
+	}
+	switch {
+	case err == nil:
+		if jm.lastRestored == nil || md.ID >= jm.lastRestored.Metadata.ID || jm.lastRestored.Metadata.Kind == checkpoint.KindCheckpoint {
+			return &Restored{Metadata: md, Store: jm.opts.Storage, Dir: dir}, nil
+		}
+		return jm.lastRestored, nil
+	case errors.Is(err, storage.ErrNoCheckpoint):
+		if jm.everDone {
+			return nil, errors.New("no valid checkpoint is left to restore from, although one completed: refusing to start over without state (it would repeat committed output)")
+		}
+		return jm.lastRestored, nil
+	default:
+		return nil, err
+	}
+}
+
+func (jm *JobMaster) runAttempt(ctx context.Context, attempt int, restore *Restored) error {
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	jm.cancelRun = cancel
+	jm.failure = nil
+	jm.lastRestored = restore
+	var restoredID int64
+	if restore != nil {
+		restoredID = restore.Metadata.ID
+		jm.stats.restored(restoredID, restore.Dir, jm.opts.Now(), attempt > 0)
+		jm.log.Info("restoring", "checkpoint", restoredID, "path", restore.Dir)
+	} else if attempt > 0 {
+		jm.stats.restartedWithoutState()
+	}
+	dep, err := jm.deploy(runCtx, attempt, restore, jm)
+	if err != nil {
+		return err
+	}
+	jm.tasks = make(map[string]*runtime.Task)
+	jm.sources = nil
+	jm.finished = make(map[string]bool)
+	jm.finalReq, jm.finishing, jm.stopping = 0, false, false
+	jm.waiting = make(map[int64]request)
+	jm.targets = make(map[int64]*runtime.BarrierOptions)
+	var ids []checkpoint.TaskID
+	for _, t := range dep.Tasks {
+		jm.tasks[t.ID()] = t
+		ids = append(ids, checkpoint.TaskID(t.ID()))
+		if t.IsSource() {
+			jm.sources = append(jm.sources, t)
+		}
+	}
+	if err := jm.coord.Start(jm.now(), ids, restoredID); err != nil {
+		return err
+	}
+	jm.handleDecisions(runCtx)
+
+	done := make(chan error, 1)
+	go func() { done <- runtime.NewJob(dep.Tasks, dep.Stop).Run(runCtx) }()
+
+	tick := time.Duration(jm.opts.Checkpoint.Interval) * time.Millisecond / 10
+	tick = min(max(tick, time.Millisecond), 100*time.Millisecond)
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	for {
+		select {
+		case err := <-done:
+			jm.afterAttempt(err)
+			if err == nil && jm.failure != nil {
+				err = jm.failure
+			}
+			return err
+		case <-ticker.C:
+			jm.coord.Tick(jm.now())
+		case <-jm.inbox.ready:
+			jm.handleEvents()
+		case r := <-jm.requests:
+			id := jm.coord.TriggerManual(jm.now(), r.req)
+			jm.waiting[id] = r
+		case m := <-jm.metaDone:
+			if m.err != nil {
+				jm.log.Error("writing checkpoint metadata failed", "checkpoint", m.id, "err", m.err)
+			}
+			jm.coord.MetadataDurable(jm.now(), m.id, m.err)
+		}
+		jm.handleDecisions(runCtx)
+	}
+}
+
+// afterAttempt settles the coordinator once an attempt's tasks have ended.
+func (jm *JobMaster) afterAttempt(err error) {
+	jm.metaWG.Wait()
+	for {
+		select {
+		case m := <-jm.metaDone:
+			jm.coord.MetadataDurable(jm.now(), m.id, m.err)
+			continue
+		default:
+		}
+		break
+	}
+	if err != nil {
+		jm.coord.TaskFailed(jm.now(), "")
+	} else {
+		jm.coord.Stop(jm.now(), "job finished")
+	}
+	jm.handleDecisions(context.Background())
+	for id, r := range jm.waiting {
+		r.reply <- result{err: ErrJobNotRunning}
+		delete(jm.waiting, id)
+	}
+}
+
+func (jm *JobMaster) handleEvents() {
+	now := jm.now()
+	for _, e := range jm.inbox.take() {
+		switch {
+		case e.ack != nil:
+			jm.onAck(now, e.ack)
+		case e.records > 0:
+			jm.coord.SourceRecords(now, e.records)
+		case e.marker:
+			jm.coord.MarkerRecord(now)
+		case e.finished:
+			jm.finished[e.task] = true
+			if len(jm.finished) == len(jm.sources) && jm.finalReq == 0 {
+				jm.requestFinalCheckpoint(now)
+			}
+		}
+	}
+}
+
+func (jm *JobMaster) requestFinalCheckpoint(now int64) {
+	jm.log.Info("all sources finished; taking the final checkpoint")
+	jm.finalReq = jm.coord.TriggerManual(now, checkpoint.Request{Kind: checkpoint.KindCheckpoint})
+}
+
+func (jm *JobMaster) onAck(now int64, ack *runtime.TaskAck) {
+	task := checkpoint.TaskID(ack.Task)
+	if ack.Err != nil {
+		jm.coord.Decline(now, ack.ID, task, ack.Err.Error())
+		return
+	}
+	handle, err := json.Marshal(ack.Operators)
+	if err != nil {
+		jm.coord.Decline(now, ack.ID, task, err.Error())
+		return
+	}
+	jm.stats.acked(ack.ID, SubtaskStats{
+		Task: ack.Task, AckTime: jm.opts.Now(), Sync: ack.Sync, Async: ack.Async,
+		Alignment: ack.Alignment, StartDelay: ack.StartDelay, StateSize: ack.StateSize,
+	})
+	jm.coord.Ack(now, ack.ID, task, checkpoint.TaskSnapshot{
+		StateSize: ack.StateSize, CheckpointedSize: ack.StateSize,
+		SyncMs: ack.Sync.Milliseconds(), AsyncMs: ack.Async.Milliseconds(),
+		AlignmentMs: ack.Alignment.Milliseconds(), StartDelayMs: ack.StartDelay.Milliseconds(),
+		Handle: handle,
+	})
+}
+
+func (jm *JobMaster) post(ctx context.Context, t *runtime.Task, m runtime.Mail) {
+	if err := t.Post(ctx, m); err != nil && !errors.Is(err, runtime.ErrTaskEnded) && ctx.Err() == nil {
+		jm.log.Warn("could not post to task", "task", t.ID(), "err", err)
+	}
+}
+
+func (jm *JobMaster) postAll(ctx context.Context, m func(t *runtime.Task) runtime.Mail) {
+	ids := make([]string, 0, len(jm.tasks))
+	for id := range jm.tasks {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		t := jm.tasks[id]
+		jm.post(ctx, t, m(t))
+	}
+}
+
+func (jm *JobMaster) handleDecisions(ctx context.Context) {
+	for {
+		ds := jm.coord.Decisions()
+		if len(ds) == 0 {
+			return
+		}
+		finish, stop := false, false
+		for _, d := range ds {
+			switch d := d.(type) {
+			case checkpoint.TriggerCheckpoint:
+				jm.trigger(ctx, d)
+			case checkpoint.WriteMetadata:
+				jm.writeMetadata(d)
+			case checkpoint.Completed:
+				jm.stats.completed(d.Checkpoint.ID, time.UnixMilli(d.Checkpoint.CompletedAt))
+				if d.Checkpoint.Kind == checkpoint.KindCheckpoint {
+					jm.everDone = true
+				}
+				jm.log.Info("checkpoint complete", "checkpoint", d.Checkpoint.ID, "kind", d.Checkpoint.Kind,
+					"duration_ms", d.Checkpoint.Duration(), "size", d.Checkpoint.StateSize())
+				if d.Checkpoint.StopAfter {
+					stop = true
+				}
+			case checkpoint.NotifyComplete:
+				jm.postAll(ctx, func(t *runtime.Task) runtime.Mail { return t.NotifyComplete(d.ID) })
+			case checkpoint.NotifyAborted:
+				jm.stats.failed(d.ID, jm.opts.Now(), fmt.Sprintf("%s: %s", d.Reason, d.Detail))
+				jm.log.Warn("checkpoint aborted", "checkpoint", d.ID, "reason", d.Reason, "detail", d.Detail)
+				jm.postAll(ctx, func(t *runtime.Task) runtime.Mail { return t.NotifyAborted(d.ID) })
+				if opts := jm.targets[d.ID]; opts != nil {
+					jm.discardDir(opts.Store, opts.Dir)
+				}
+				delete(jm.targets, d.ID)
+			case checkpoint.Discard:
+				jm.discardDir(jm.opts.Storage, jm.cs.CheckpointDir(d.ID))
+			case checkpoint.DiscardTaskState:
+				jm.discardTaskState(d)
+			case checkpoint.RequestDone:
+				if d.RequestID == jm.finalReq && jm.finalReq != 0 {
+					if d.Err != nil {
+						jm.log.Warn("final checkpoint failed; retrying", "err", d.Err)
+						jm.requestFinalCheckpoint(jm.now())
+					} else {
+						finish = true
+					}
+				}
+				if r, ok := jm.waiting[d.RequestID]; ok {
+					delete(jm.waiting, d.RequestID)
+					res := result{id: d.ID, err: d.Err}
+					if opts := jm.targets[d.ID]; opts != nil {
+						res.path = opts.Dir
+						if u := opts.Store.URL(); u != "" {
+							res.path = joinURL(u, opts.Dir)
+						}
+					}
+					r.reply <- res
+				}
+				delete(jm.targets, d.ID)
+			case checkpoint.FailJob:
+				jm.log.Error("failing the job", "reason", d.Reason)
+				jm.failure = errors.New(d.Reason)
+				if jm.cancelRun != nil {
+					jm.cancelRun(jm.failure)
+				}
+			case checkpoint.Warning:
+				jm.log.Debug("checkpoint coordinator warning", "warning", d.String())
+			}
+		}
+		if finish && !jm.finishing {
+			jm.finishing = true
+			for _, t := range jm.sources {
+				jm.post(ctx, t, t.Finish())
+			}
+		}
+		if stop && !jm.stopping {
+			jm.stopping = true
+			jm.postAll(ctx, func(t *runtime.Task) runtime.Mail { return t.Stop() })
+		}
+	}
+}
+
+func joinURL(base, p string) string {
+	if base == "" {
+		return p
+	}
+	if len(base) > 0 && base[len(base)-1] == '/' {
+		return base + p
+	}
+	return base + "/" + p
+}
+
+func (jm *JobMaster) trigger(ctx context.Context, d checkpoint.TriggerCheckpoint) {
+	opts := &runtime.BarrierOptions{Kind: d.Kind, Store: jm.opts.Storage, Dir: jm.cs.CheckpointDir(d.ID)}
+	if d.Kind == checkpoint.KindSavepoint {
+		store, err := storage.Open(d.TargetDir)
+		dir := storage.SavepointDir("", d.ID)
+		if err != nil {
+			jm.coord.Decline(jm.now(), d.ID, "", fmt.Sprintf("savepoint directory: %v", err))
+			return
+		}
+		opts.Store, opts.Dir = store, dir
+	}
+	jm.targets[d.ID] = opts
+	jm.stats.triggered(d.ID, d.Kind == checkpoint.KindSavepoint, time.UnixMilli(d.Timestamp), len(jm.tasks), opts.Dir)
+	for _, t := range jm.sources {
+		jm.post(ctx, t, t.TriggerCheckpoint(d.ID, d.Timestamp, opts))
+	}
+}
+
+func (jm *JobMaster) writeMetadata(d checkpoint.WriteMetadata) {
+	opts := jm.targets[d.ID]
+	if opts == nil {
+		jm.metaDone <- metaResult{id: d.ID, err: fmt.Errorf("checkpoint %d has no target", d.ID)}
+		return
+	}
+	md := &checkpoint.Metadata{
+		Version: checkpoint.MetadataVersion, JobID: jm.opts.JobID, ID: d.ID, Kind: d.Kind, Timestamp: d.TriggeredAt,
+	}
+	byUID := map[string]*checkpoint.OperatorState{}
+	var order []string
+	for _, a := range d.Acks {
+		var ops []runtime.OperatorStateResult
+		if err := json.Unmarshal(a.Snapshot.Handle, &ops); err != nil {
+			jm.metaDone <- metaResult{id: d.ID, err: fmt.Errorf("task %s's acknowledgement: %w", a.Task, err)}
+			return
+		}
+		for _, o := range ops {
+			os := byUID[o.UID]
+			if os == nil {
+				os = &checkpoint.OperatorState{UID: o.UID, Name: o.Name, Parallelism: o.Parallelism,
+					Subtasks: make([]checkpoint.SubtaskState, o.Parallelism)}
+				byUID[o.UID] = os
+				order = append(order, o.UID)
+			}
+			st := o.State
+			st.Subtask = o.Subtask
+			if o.Subtask < len(os.Subtasks) {
+				os.Subtasks[o.Subtask] = st
+			}
+		}
+	}
+	sort.Strings(order)
+	for _, uid := range order {
+		md.Operators = append(md.Operators, *byUID[uid])
+	}
+	md.MaxParallelism = jm.opts.MaxParallelism
+	jm.metaWG.Go(func() {
+		err := storage.CheckpointStorage{Store: opts.Store}.WriteMetadata(context.Background(), opts.Dir, md)
+		jm.metaDone <- metaResult{id: d.ID, err: err}
+	})
+}
+
+func (jm *JobMaster) discardDir(store storage.Store, dir string) {
+	if err := store.DeletePrefix(context.Background(), dir+"/"); err != nil {
+		jm.log.Warn("could not discard checkpoint files", "dir", dir, "err", err)
+	}
+}
+
+func (jm *JobMaster) discardTaskState(d checkpoint.DiscardTaskState) {
+	var ops []runtime.OperatorStateResult
+	if json.Unmarshal(d.Handle, &ops) != nil {
+		return
+	}
+	dir := jm.cs.CheckpointDir(d.ID)
+	for _, o := range ops {
+		for _, h := range o.State.Keyed {
+			if h.Path != "" {
+				if err := jm.opts.Storage.Delete(context.Background(), path.Join(dir, h.Path)); err != nil {
+					jm.log.Warn("could not discard task state", "checkpoint", d.ID, "task", d.Task, "err", err)
+				}
+			}
+		}
+	}
+}
+
+func (jm *JobMaster) onFinished(context.Context) {
+	// Unlike Flink, a finished job keeps its last checkpoint: a process
+	// killed between the end of the job and its exit is then restarted
+	// with --restore latest from the final checkpoint, and its sources
+	// resume at their end instead of replaying what sinks committed.
+}
+
+func (jm *JobMaster) onCancelled() {
+	if !jm.opts.RetainOnCancel {
+		jm.discardAll()
+	}
+}
+
+func (jm *JobMaster) discardAll() {
+	for _, c := range jm.coord.Retained() {
+		if c.Kind == checkpoint.KindCheckpoint {
+			jm.discardDir(jm.opts.Storage, jm.cs.CheckpointDir(c.ID))
+		}
+	}
+}

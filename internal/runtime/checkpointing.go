@@ -1,0 +1,298 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/storage"
+)
+
+// BarrierOptions travel with a barrier: what kind of snapshot it asks for and
+// where its files go. In process they are shared by pointer; across processes
+// (a later issue) they are serialized.
+type BarrierOptions struct {
+	Kind checkpoint.Kind
+	// Store and Dir locate the checkpoint's (or savepoint's) directory.
+	Store storage.Store
+	Dir   string
+}
+
+// Snapshotter is implemented by operators with state. SnapshotState runs on
+// the task goroutine when barrier id reaches the operator: it does the
+// synchronous part (O(1) or O(changed)) and returns the rest.
+type Snapshotter interface {
+	SnapshotState(id int64, opts *BarrierOptions) (OperatorSnapshot, error)
+}
+
+// OperatorSnapshot is one operator's share of a task's snapshot.
+type OperatorSnapshot struct {
+	// State is what the synchronous part captured (split positions,
+	// committables); Async may add to it.
+	State checkpoint.SubtaskState
+	// Async, when set, runs on another goroutine after the barrier has been
+	// forwarded; it writes files and records their handles in st.
+	Async func(ctx context.Context, st *checkpoint.SubtaskState) (written int64, err error)
+	// Release, when set, runs on the task goroutine once Async ended (or
+	// was abandoned): it lets the operator drop what it kept for Async.
+	Release func()
+	// Stateless leaves the operator out of the checkpoint: it ran a hook
+	// but has no state (so that its uid may change freely).
+	Stateless bool
+}
+
+// CheckpointListener is implemented by operators that act when a checkpoint
+// completes (commit) or is aborted.
+type CheckpointListener interface {
+	NotifyCheckpointComplete(id int64) error
+	NotifyCheckpointAborted(id int64) error
+}
+
+// OperatorStateResult is the state of one operator instance in an ack.
+type OperatorStateResult struct {
+	UID         string
+	Name        string
+	Subtask     int
+	Parallelism int
+	State       checkpoint.SubtaskState
+}
+
+// TaskAck reports the end of a task's part of a checkpoint: an
+// acknowledgement with its state, or a decline (Err set).
+type TaskAck struct {
+	Task       string
+	ID         int64
+	Operators  []OperatorStateResult
+	Sync       time.Duration
+	Async      time.Duration
+	Alignment  time.Duration
+	StartDelay time.Duration
+	StateSize  int64
+	Err        error
+}
+
+// Responder is the job master as a task sees it. Its methods must not block
+// for long: they are called from task goroutines and async snapshot
+// goroutines.
+type Responder interface {
+	// Acknowledge delivers an ack or a decline.
+	Acknowledge(ack TaskAck)
+	// SourceRecords reports records emitted by a source task.
+	SourceRecords(task string, n int64)
+	// RequestCheckpoint reports a marker record asking for a checkpoint.
+	RequestCheckpoint(task string)
+	// SourceFinished reports that a source task read all its input; it then
+	// waits for a Finish mail (sent after the final checkpoint completed).
+	SourceFinished(task string)
+}
+
+// CheckpointConfig switches a task's checkpointing on.
+type CheckpointConfig struct {
+	Mode      checkpoint.AlignmentMode
+	Responder Responder
+	// OperatorInfo describes the chain's operators (same order as Chain), so
+	// that acks name them.
+	Operators []OperatorInfo
+}
+
+// OperatorInfo identifies an operator of a chain in checkpoints.
+type OperatorInfo struct {
+	UID  string
+	Name string
+}
+
+// asyncSnapshots tracks a task's asynchronous snapshot goroutines.
+type asyncSnapshots struct {
+	wg     sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// TriggerCheckpoint is the mail the job master sends to a source task.
+func (t *Task) TriggerCheckpoint(id, timestamp int64, opts *BarrierOptions) Mail {
+	return func() error {
+		return t.performCheckpoint(Event{Kind: Barrier, ID: id, Timestamp: timestamp, Options: opts}, 0, 0)
+	}
+}
+
+// NotifyComplete is the mail telling a task that checkpoint id completed.
+func (t *Task) NotifyComplete(id int64) Mail {
+	return func() error {
+		for i, c := range t.cfg.Chain {
+			if l, ok := c.Op.(CheckpointListener); ok {
+				t.cfg.Cursor.Current = i
+				if err := l.NotifyCheckpointComplete(id); err != nil {
+					return t.opError(i, fmt.Errorf("checkpoint %d complete: %w", id, err))
+				}
+			}
+		}
+		return nil
+	}
+}
+
+// NotifyAborted is the mail telling a task that checkpoint id was aborted.
+func (t *Task) NotifyAborted(id int64) Mail {
+	return func() error {
+		for i, c := range t.cfg.Chain {
+			if l, ok := c.Op.(CheckpointListener); ok {
+				t.cfg.Cursor.Current = i
+				if err := l.NotifyCheckpointAborted(id); err != nil {
+					return t.opError(i, fmt.Errorf("checkpoint %d aborted: %w", id, err))
+				}
+			}
+		}
+		return nil
+	}
+}
+
+// Finish is the mail that lets a source task waiting after the end of its
+// input (see Responder.SourceFinished) end.
+func (t *Task) Finish() Mail {
+	return func() error {
+		t.finishRequested = true
+		return nil
+	}
+}
+
+// errStop ends a task cleanly (stop with savepoint).
+var errStop = errors.New("task stopped")
+
+// Stop is the mail that ends a task at once, without error and without
+// sending end of partition (stop-with-savepoint).
+func (t *Task) Stop() Mail {
+	return func() error { return errStop }
+}
+
+// performCheckpoint takes the task's snapshot for barrier b: the synchronous
+// part of every operator in chain order, then the barrier goes downstream,
+// then the asynchronous part runs on its own goroutine.
+func (t *Task) performCheckpoint(b Event, firstBarrierAt int64, alignmentMs int64) error {
+	cc := t.cfg.Checkpointing
+	if cc == nil {
+		return fmt.Errorf("task %s: barrier %d but checkpointing is off", t.Name(), b.ID)
+	}
+	start := time.Now()
+	var snaps []OperatorSnapshot
+	var idx []int
+	decline := func(i int, err error) error {
+		for _, s := range snaps {
+			if s.Release != nil {
+				s.Release()
+			}
+		}
+		name := t.cfg.Name
+		if i >= 0 && i < len(t.cfg.Chain) {
+			name = t.cfg.Chain[i].Name
+		}
+		cc.Responder.Acknowledge(TaskAck{Task: t.cfg.ID, ID: b.ID, Err: fmt.Errorf("operator %q (subtask %d/%d): snapshot: %w", name, t.cfg.Subtask+1, t.cfg.Parallelism, err)})
+		// The barrier still goes downstream as a cancel marker so that
+		// downstream tasks stop aligning.
+		for _, w := range t.cfg.Writers {
+			w.Broadcast(Event{Kind: CancelBarrier, ID: b.ID})
+		}
+		return nil
+	}
+	if s, ok := t.cfg.Source.(Snapshotter); ok {
+		t.cfg.Cursor.Current = 0
+		snap, err := s.SnapshotState(b.ID, b.Options)
+		if err != nil {
+			return decline(0, err)
+		}
+		snaps, idx = append(snaps, snap), append(idx, 0)
+	}
+	for i, c := range t.cfg.Chain {
+		s, ok := c.Op.(Snapshotter)
+		if !ok {
+			continue
+		}
+		t.cfg.Cursor.Current = i
+		snap, err := s.SnapshotState(b.ID, b.Options)
+		if err != nil {
+			return decline(i, err)
+		}
+		snaps, idx = append(snaps, snap), append(idx, i)
+	}
+	for _, w := range t.cfg.Writers {
+		w.Broadcast(b)
+	}
+	syncDur := time.Since(start)
+	ack := TaskAck{Task: t.cfg.ID, ID: b.ID, Sync: syncDur, Alignment: time.Duration(alignmentMs) * time.Millisecond}
+	if firstBarrierAt > 0 && b.Timestamp > 0 {
+		ack.StartDelay = time.Duration(max(0, firstBarrierAt-b.Timestamp)) * time.Millisecond
+	}
+	var kept []OperatorSnapshot
+	for k, s := range snaps {
+		if s.Stateless {
+			continue
+		}
+		info := cc.Operators[idx[k]]
+		ack.Operators = append(ack.Operators, OperatorStateResult{
+			UID: info.UID, Name: info.Name, Subtask: t.cfg.Subtask, Parallelism: t.cfg.Parallelism, State: s.State,
+		})
+		kept = append(kept, s)
+		idx[len(kept)-1] = idx[k]
+	}
+	releasesAll := snaps
+	snaps = kept
+	if t.async == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.async = &asyncSnapshots{ctx: ctx, cancel: cancel}
+	}
+	a := t.async
+	a.wg.Go(func() {
+		asyncStart := time.Now()
+		var err error
+		for k, s := range snaps {
+			if s.Async == nil || err != nil {
+				continue
+			}
+			var n int64
+			n, err = s.Async(a.ctx, &ack.Operators[k].State)
+			ack.StateSize += n
+			if err != nil {
+				info := cc.Operators[idx[k]]
+				err = fmt.Errorf("operator %q (subtask %d/%d): asynchronous snapshot: %w", info.Name, t.cfg.Subtask+1, t.cfg.Parallelism, err)
+			}
+		}
+		ack.Async = time.Since(asyncStart)
+		ack.Err = err
+		if ack.Err != nil {
+			ack.Operators = nil
+		}
+		var releases []func()
+		for _, s := range releasesAll {
+			if s.Release != nil {
+				releases = append(releases, s.Release)
+			}
+		}
+		if len(releases) > 0 {
+			t.postQuietly(func() error {
+				for _, r := range releases {
+					r()
+				}
+				return nil
+			})
+		}
+		cc.Responder.Acknowledge(ack)
+	})
+	return nil
+}
+
+// postQuietly queues m unless the task has ended.
+func (t *Task) postQuietly(m Mail) {
+	select {
+	case t.mailbox <- m:
+	case <-t.done:
+	}
+}
+
+// stopAsync cancels and waits for the task's asynchronous snapshots.
+func (t *Task) stopAsync() {
+	if t.async != nil {
+		t.async.cancel()
+		t.async.wg.Wait()
+	}
+}

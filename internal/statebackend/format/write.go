@@ -1,0 +1,211 @@
+package format
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+
+	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/keygroup"
+)
+
+const (
+	// Magic starts every file.
+	Magic = "WKST"
+	// Version is the format version this package writes. Readers accept
+	// versions up to it.
+	Version = 1
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Writer streams one file. Call, for every key group of the range in order,
+// StartGroup, then for each of its states StartState followed by that many
+// Entry calls (or CopyState), then EndGroup; finally Finish. The Writer checks
+// the order and the counts, so a bug in a backend gives an error instead of a
+// file that cannot be read back.
+//
+// Each block is written to the underlying writer with a single Write at
+// EndGroup (the header goes with the first block). The first error, from the
+// underlying writer or from a misuse, is returned by every later call.
+//
+// A Writer is not safe for concurrent use.
+type Writer struct {
+	w       io.Writer
+	groups  keygroup.Range
+	buf     []byte // the current block, and the header before the first
+	size    int64  // bytes written to w so far
+	crc     uint32
+	offsets []int64
+	err     error
+
+	next        int  // next key group expected by StartGroup
+	inGroup     bool // between StartGroup and EndGroup
+	statesLeft  int  // states the current block still needs
+	entriesLeft int  // entries the current state still needs
+	hasName     bool // lastName is set: a state was started in this block
+	lastName    string
+	lastKey     []byte // copy of the previous key of the current state
+	hasKey      bool
+}
+
+// NewWriter returns a Writer of a file covering the key groups in groups to
+// w. It writes nothing yet.
+func NewWriter(w io.Writer, groups keygroup.Range) *Writer {
+	fw := &Writer{w: w, groups: groups, next: groups.Start, offsets: make([]int64, 0, max(groups.Len(), 0))}
+	if groups.Start < 0 || groups.End < groups.Start {
+		fw.err = fmt.Errorf("format: invalid key-group range %v", groups)
+		return fw
+	}
+	fw.buf = append(fw.buf, Magic...)
+	fw.buf = binary.AppendUvarint(fw.buf, Version)
+	fw.buf = binary.AppendUvarint(fw.buf, uint64(groups.Start))
+	fw.buf = binary.AppendUvarint(fw.buf, uint64(groups.End))
+	return fw
+}
+
+func (fw *Writer) fail(format string, args ...any) error {
+	if fw.err == nil {
+		fw.err = fmt.Errorf("format: "+format, args...)
+	}
+	return fw.err
+}
+
+// StartGroup starts the block of key group group, which holds states states
+// (those with at least one entry in the group).
+func (fw *Writer) StartGroup(group, states int) error {
+	switch {
+	case fw.err != nil:
+		return fw.err
+	case fw.inGroup:
+		return fw.fail("StartGroup(%d) before EndGroup of key group %d", group, fw.next)
+	case group != fw.next || group >= fw.groups.End:
+		return fw.fail("StartGroup(%d): expected key group %d of %v", group, fw.next, fw.groups)
+	case states < 0:
+		return fw.fail("StartGroup(%d): negative state count %d", group, states)
+	}
+	fw.offsets = append(fw.offsets, fw.size+int64(len(fw.buf)))
+	fw.buf = binary.AppendUvarint(fw.buf, uint64(group))
+	fw.buf = binary.AppendUvarint(fw.buf, uint64(states))
+	fw.inGroup, fw.statesLeft, fw.entriesLeft, fw.hasName = true, states, 0, false
+	return nil
+}
+
+func (fw *Writer) startState(name string, entries int) error {
+	switch {
+	case fw.err != nil:
+		return fw.err
+	case !fw.inGroup:
+		return fw.fail("state %q outside a key group", name)
+	case fw.entriesLeft > 0:
+		return fw.fail("key group %d: state %q started with %d entries of state %q missing", fw.next, name, fw.entriesLeft, fw.lastName)
+	case fw.statesLeft == 0:
+		return fw.fail("key group %d: more states than announced", fw.next)
+	case fw.hasName && name <= fw.lastName:
+		return fw.fail("key group %d: state %q after %q: states must be sorted by name, each once", fw.next, name, fw.lastName)
+	case entries <= 0:
+		return fw.fail("key group %d: state %q has %d entries; leave out states without entries", fw.next, name, entries)
+	}
+	fw.statesLeft--
+	fw.hasName, fw.lastName, fw.hasKey = true, name, false
+	fw.buf = binary.AppendUvarint(fw.buf, uint64(len(name)))
+	fw.buf = append(fw.buf, name...)
+	fw.buf = binary.AppendUvarint(fw.buf, uint64(entries))
+	return nil
+}
+
+// StartState starts state name in the current block, with entries entries
+// (at least one) that the next Entry calls give.
+func (fw *Writer) StartState(name string, entries int) error {
+	if err := fw.startState(name, entries); err != nil {
+		return err
+	}
+	fw.entriesLeft = entries
+	return nil
+}
+
+// Entry appends one entry of the current state. Keys must come in strictly
+// increasing bytes.Compare order. Neither slice is retained.
+func (fw *Writer) Entry(key, value []byte) error {
+	switch {
+	case fw.err != nil:
+		return fw.err
+	case fw.entriesLeft == 0:
+		return fw.fail("key group %d: entry beyond the count of state %q", fw.next, fw.lastName)
+	case fw.hasKey && bytes.Compare(key, fw.lastKey) <= 0:
+		return fw.fail("key group %d, state %q: keys out of order or repeated (%x after %x): two keys may encode to the same bytes", fw.next, fw.lastName, key, fw.lastKey)
+	}
+	fw.entriesLeft--
+	fw.lastKey, fw.hasKey = append(fw.lastKey[:0], key...), true
+	fw.buf = binary.AppendUvarint(fw.buf, uint64(len(key)))
+	fw.buf = append(fw.buf, key...)
+	fw.buf = binary.AppendUvarint(fw.buf, uint64(len(value)))
+	fw.buf = append(fw.buf, value...)
+	return nil
+}
+
+// CopyState appends a state read by ParseBlock unchanged: the way a backend
+// carries state it restored but was never asked to decode.
+func (fw *Writer) CopyState(s StateBlock) error {
+	if err := fw.startState(s.Name, s.Entries); err != nil {
+		return err
+	}
+	fw.buf = append(fw.buf, s.raw...)
+	return nil
+}
+
+// EndGroup ends the current block and writes it.
+func (fw *Writer) EndGroup() error {
+	switch {
+	case fw.err != nil:
+		return fw.err
+	case !fw.inGroup:
+		return fw.fail("EndGroup without StartGroup")
+	case fw.entriesLeft > 0 || fw.statesLeft > 0:
+		return fw.fail("key group %d ended with %d states and %d entries missing", fw.next, fw.statesLeft, fw.entriesLeft)
+	}
+	fw.inGroup = false
+	fw.next++
+	return fw.flush()
+}
+
+func (fw *Writer) flush() error {
+	n, err := fw.w.Write(fw.buf)
+	fw.crc = crc32.Update(fw.crc, castagnoli, fw.buf[:n])
+	fw.size += int64(n)
+	if err == nil && n < len(fw.buf) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		fw.err = fmt.Errorf("format: write key group %d: %w", fw.next-1, err)
+		return fw.err
+	}
+	fw.buf = fw.buf[:0]
+	return nil
+}
+
+// Finish checks that every key group was written and returns the handle of
+// the file with StartGroup, EndGroup, Offsets, Size and CRC (Castagnoli, of
+// every byte written) set; the caller fills in Backend and Path or Inline.
+func (fw *Writer) Finish() (checkpoint.KeyedStateHandle, error) {
+	switch {
+	case fw.err != nil:
+		return checkpoint.KeyedStateHandle{}, fw.err
+	case fw.inGroup || fw.next != fw.groups.End:
+		return checkpoint.KeyedStateHandle{}, fw.fail("Finish after key group %d of %v", fw.next-1, fw.groups)
+	}
+	if len(fw.buf) > 0 { // an empty range: the header alone
+		if err := fw.flush(); err != nil {
+			return checkpoint.KeyedStateHandle{}, err
+		}
+	}
+	return checkpoint.KeyedStateHandle{
+		Size:       fw.size,
+		CRC:        fw.crc,
+		StartGroup: fw.groups.Start,
+		EndGroup:   fw.groups.End,
+		Offsets:    fw.offsets,
+	}, nil
+}

@@ -1,0 +1,199 @@
+package heap
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync/atomic"
+
+	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/keygroup"
+	"github.com/weirstream/weir/internal/statebackend"
+	"github.com/weirstream/weir/internal/statebackend/format"
+)
+
+// Snapshot implements statebackend.KeyedBackend. It takes a new version,
+// captures the map of every state and key group (a slice of map references
+// per state: O(states × key groups), no entry is copied) and marks them
+// frozen until the snapshot is released.
+func (b *Backend[K]) Snapshot(id int64) (statebackend.Snapshot, error) {
+	if b.keyCodec == nil {
+		return nil, fmt.Errorf("heap backend: snapshot %d: the backend has no key codec", id)
+	}
+	b.version++
+	s := &snapshot[K]{
+		b:       b,
+		id:      id,
+		version: b.version,
+		groups:  b.groups,
+		names:   slices.Clone(b.names),
+		states:  make([]captured, len(b.names)),
+	}
+	for i, name := range b.names {
+		st := b.states[name]
+		if st.typed != nil {
+			s.states[i] = st.typed.capture()
+		} else {
+			// Restored bytes are never modified, only dropped when the
+			// state registers, so the snapshot can share them.
+			s.states[i] = rawCapture(st.raw)
+		}
+	}
+	b.live = append(b.live, s.version)
+	b.frozenBelow = s.version
+	return s, nil
+}
+
+// release forgets snapshot version v.
+func (b *Backend[K]) release(v uint64) {
+	b.live = slices.DeleteFunc(b.live, func(x uint64) bool { return x == v })
+	b.frozenBelow = 0
+	if len(b.live) > 0 {
+		b.frozenBelow = slices.Max(b.live)
+	}
+}
+
+// Phases of a snapshot. The phase is atomic because WriteState and Release
+// run on different goroutines; a Release that observes phaseWritten also
+// observes every read WriteState made of the frozen maps.
+const (
+	phaseIdle int32 = iota
+	phaseWriting
+	phaseWritten
+	phaseReleased
+)
+
+// ErrSnapshotUsed is returned by WriteState when it was called before or the
+// snapshot is released.
+var ErrSnapshotUsed = errors.New("heap snapshot: WriteState called twice or after Release")
+
+var _ statebackend.Snapshot = (*snapshot[string])(nil)
+
+type snapshot[K comparable] struct {
+	b       *Backend[K] // touched only by Release, on the task goroutine
+	id      int64
+	version uint64
+	groups  keygroup.Range
+	names   []string   // sorted
+	states  []captured // parallel to names
+	phase   atomic.Int32
+}
+
+// WriteState implements statebackend.Snapshot.
+func (s *snapshot[K]) WriteState(w io.Writer) (h checkpoint.KeyedStateHandle, err error) {
+	if !s.phase.CompareAndSwap(phaseIdle, phaseWriting) {
+		return h, fmt.Errorf("checkpoint %d: %w", s.id, ErrSnapshotUsed)
+	}
+	defer s.phase.Store(phaseWritten)
+	defer func() {
+		// A codec's Append may panic (codec.Of's binary-method codecs do when
+		// AppendBinary fails). On this goroutine nothing would catch it, and
+		// it would take the process down, so it becomes this checkpoint's
+		// error.
+		if r := recover(); r != nil {
+			h, err = checkpoint.KeyedStateHandle{}, fmt.Errorf("heap snapshot of checkpoint %d: encoding panicked: %v", s.id, r)
+		}
+	}()
+	fw := format.NewWriter(w, s.groups)
+	var sc scratch
+	for slot := range s.groups.Len() {
+		n := 0
+		for _, c := range s.states {
+			if c.entries(slot) > 0 {
+				n++
+			}
+		}
+		if err := fw.StartGroup(s.groups.Start+slot, n); err != nil {
+			return h, fmt.Errorf("heap snapshot of checkpoint %d: %w", s.id, err)
+		}
+		for i, c := range s.states {
+			if c.entries(slot) == 0 {
+				continue
+			}
+			if err := c.write(fw, s.names[i], slot, &sc); err != nil {
+				return h, fmt.Errorf("heap snapshot of checkpoint %d: %w", s.id, err)
+			}
+		}
+		if err := fw.EndGroup(); err != nil {
+			return h, fmt.Errorf("heap snapshot of checkpoint %d: %w", s.id, err)
+		}
+	}
+	h, err = fw.Finish()
+	if err != nil {
+		return checkpoint.KeyedStateHandle{}, fmt.Errorf("heap snapshot of checkpoint %d: %w", s.id, err)
+	}
+	h.Backend = "heap"
+	return h, nil
+}
+
+// Release implements statebackend.Snapshot.
+func (s *snapshot[K]) Release() {
+	for {
+		switch p := s.phase.Load(); p {
+		case phaseReleased:
+			return
+		case phaseWriting:
+			panic(fmt.Sprintf("heap snapshot of checkpoint %d: Release while WriteState runs; make its writer fail and wait for it to return first", s.id))
+		default:
+			if s.phase.CompareAndSwap(p, phaseReleased) {
+				s.b.release(s.version)
+				s.states = nil // let the frozen maps go even if the snapshot is kept
+				return
+			}
+		}
+	}
+}
+
+// scratch is WriteState's reusable buffer for sorting one table's entries.
+type scratch struct {
+	buf     []byte
+	entries []span
+}
+
+// span locates one encoded entry in scratch.buf: key buf[k:v], value
+// buf[v:end].
+type span struct{ k, v, end int }
+
+type valueCapture[K comparable, V any] struct {
+	maps       []map[K]V // by slot; frozen
+	keyCodec   codec.Codec[K]
+	valueCodec codec.Codec[V]
+}
+
+func (c *valueCapture[K, V]) entries(slot int) int { return len(c.maps[slot]) }
+
+func (c *valueCapture[K, V]) write(w *format.Writer, name string, slot int, sc *scratch) error {
+	m := c.maps[slot]
+	sc.buf, sc.entries = sc.buf[:0], sc.entries[:0]
+	for k, v := range m {
+		e := span{k: len(sc.buf)}
+		sc.buf = c.keyCodec.Append(sc.buf, k)
+		e.v = len(sc.buf)
+		sc.buf = c.valueCodec.Append(sc.buf, v)
+		e.end = len(sc.buf)
+		sc.entries = append(sc.entries, e)
+	}
+	buf := sc.buf
+	slices.SortFunc(sc.entries, func(a, b span) int { return bytes.Compare(buf[a.k:a.v], buf[b.k:b.v]) })
+	if err := w.StartState(name, len(sc.entries)); err != nil {
+		return err
+	}
+	for _, e := range sc.entries {
+		if err := w.Entry(buf[e.k:e.v], buf[e.v:e.end]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rawCapture is a restored, unregistered state: written back as it was read.
+type rawCapture []format.StateBlock
+
+func (c rawCapture) entries(slot int) int { return c[slot].Entries }
+
+func (c rawCapture) write(w *format.Writer, _ string, slot int, _ *scratch) error {
+	return w.CopyState(c[slot])
+}
