@@ -198,7 +198,7 @@ func (bc *buildCtx) deploy(e *Environment) ([]*runtime.Task, error) {
 				Chain: make([]runtime.Chained, len(v.Nodes)), Logger: bc.logger,
 			}
 			if bc.responder != nil {
-				cc := &runtime.CheckpointConfig{Responder: bc.responder}
+				cc := &runtime.CheckpointConfig{Responder: bc.responder, Faults: bc.opts.Checkpointing.faults}
 				if bc.opts.Checkpointing.Mode == AtLeastOnce {
 					cc.Mode = checkpoint.AtLeastOnce
 				}

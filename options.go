@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"time"
 
+	iruntime "github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/internal/storage"
 )
 
@@ -107,6 +108,8 @@ type CheckpointOptions struct {
 
 	// store overrides Storage (tests: a store with injected faults).
 	store storage.Store
+	// faults injects task failures at protocol points (tests).
+	faults *iruntime.FaultHooks
 }
 
 // Enabled reports whether periodic checkpoints are configured.

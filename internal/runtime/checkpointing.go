@@ -89,8 +89,23 @@ type Responder interface {
 	SourceFinished(task string)
 }
 
+// FaultHooks let tests fail a task at precise points of the checkpoint
+// protocol. Production code leaves them nil.
+type FaultHooks struct {
+	// OnAlignment runs when an exactly-once task blocks an input channel
+	// for checkpoint id (its barrier arrived there, not yet everywhere). An
+	// error fails the task in the middle of the alignment.
+	OnAlignment func(task string, id int64) error
+	// OnAsyncSnapshot runs on the asynchronous goroutine of checkpoint id,
+	// before the state is written. An error fails the task while the
+	// write is in flight (the write itself goes on until cancelled).
+	OnAsyncSnapshot func(task string, id int64) error
+}
+
 // CheckpointConfig switches a task's checkpointing on.
 type CheckpointConfig struct {
+	// Faults, when set, injects failures (tests only).
+	Faults    *FaultHooks
 	Mode      checkpoint.AlignmentMode
 	Responder Responder
 	// OperatorInfo describes the chain's operators (same order as Chain), so
@@ -244,6 +259,11 @@ func (t *Task) performCheckpoint(b Event, firstBarrierAt int64, alignmentMs int6
 	a := t.async
 	a.wg.Go(func() {
 		asyncStart := time.Now()
+		if f := cc.Faults; f != nil && f.OnAsyncSnapshot != nil {
+			if ferr := f.OnAsyncSnapshot(t.cfg.ID, b.ID); ferr != nil {
+				t.postQuietly(func() error { return ferr })
+			}
+		}
 		var err error
 		for k, s := range snaps {
 			if s.Async == nil || err != nil {

@@ -348,6 +348,11 @@ func (t *Task) runInputs(ctx context.Context) error {
 				if err := t.alignerActions(t.aligner.OnBarrier(i, ev.ID, nowMs())); err != nil {
 					return err
 				}
+				if f := t.cfg.Checkpointing.Faults; f != nil && f.OnAlignment != nil && t.aligner.Blocked(i) {
+					if err := f.OnAlignment(t.cfg.ID, ev.ID); err != nil {
+						return err
+					}
+				}
 			case CancelBarrier:
 				if t.aligner != nil {
 					if err := t.alignerActions(t.aligner.OnCancel(i, ev.ID)); err != nil {

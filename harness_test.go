@@ -1,0 +1,243 @@
+package weir_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/connector"
+	"github.com/weirstream/weir/connectors/collect"
+	"github.com/weirstream/weir/connectors/datagen"
+	"github.com/weirstream/weir/internal/storage"
+)
+
+// faultPlan injects failures of every kind the exactly-once harness covers,
+// each at most a few times per run so that every run ends.
+type faultPlan struct {
+	mu    sync.Mutex
+	rng   *rand.Rand
+	left  map[string]int
+	fired map[string]int
+}
+
+func newFaultPlan(seed uint64) *faultPlan {
+	return &faultPlan{
+		rng: rand.New(rand.NewPCG(seed, 7)),
+		left: map[string]int{
+			"operator-panic": 1, "source-error": 1, "sink-commit": 1,
+			"alignment": 1, "async-phase": 1,
+		},
+		fired: map[string]int{},
+	}
+}
+
+// maybe fires fault kind with probability p, while its budget lasts.
+func (f *faultPlan) maybe(kind string, p float64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.left[kind] == 0 || f.rng.Float64() >= p {
+		return false
+	}
+	f.left[kind]--
+	f.fired[kind]++
+	return true
+}
+
+// flakySource fails a reader's Poll now and then.
+type flakySource[T any] struct {
+	connector.Source[T]
+	plan *faultPlan
+}
+
+func (s flakySource[T]) NewReader(ctx connector.ReaderContext) (connector.Reader[T], error) {
+	r, err := s.Source.NewReader(ctx)
+	return flakyReader[T]{Reader: r, plan: s.plan}, err
+}
+
+type flakyReader[T any] struct {
+	connector.Reader[T]
+	plan *faultPlan
+}
+
+func (r flakyReader[T]) Poll(out connector.Emitter[T]) (connector.Status, error) {
+	if r.plan.maybe("source-error", 0.02) {
+		return 0, errors.New("injected source error")
+	}
+	return r.Reader.Poll(out)
+}
+
+// flakySink fails Commit now and then: between "checkpoint complete" and
+// the sink's commit.
+type flakySink[T any] struct {
+	*collect.TransactionalCollector[T]
+	plan *faultPlan
+}
+
+func (s flakySink[T]) Commit(ctx context.Context, cs []connector.Committable) error {
+	if s.plan.maybe("sink-commit", 0.2) {
+		return errors.New("injected sink commit error")
+	}
+	return s.TransactionalCollector.Commit(ctx, cs)
+}
+
+type harnessResult struct {
+	fired    map[string]int
+	restarts int
+	storage  int
+	ckpts    int
+}
+
+// runHarness runs a keyed running count under injected failures and
+// returns what fired; it fails t unless the committed output is exactly the
+// expected multiset.
+func runHarness(t *testing.T, seed uint64) harnessResult {
+	t.Helper()
+	const records, keys = 4000, 61
+	plan := newFaultPlan(seed)
+	rng := rand.New(rand.NewPCG(seed, 99))
+
+	opts := weir.Options{Parallelism: 2, JobID: fmt.Sprint("harness-", seed), Restart: "fixed-delay:attempts=100,delay=0"}
+	opts.Checkpointing.Interval = time.Duration(2+rng.IntN(8)) * time.Millisecond
+	opts.Checkpointing.TolerableFailures = -1
+	opts.Checkpointing.MaxConcurrent = 1 + rng.IntN(2)
+	faults := storage.NewFaults(seed)
+	if err := faults.Add(storage.Rule{Ops: storage.OpCommit, Probability: 0.05}); err != nil {
+		t.Fatal(err)
+	}
+	weir.SetCheckpointStore(&opts, storage.WithFaults(storage.NewMemoryStore(), faults))
+	weir.SetFaultHooks(&opts, &weir.FaultHooks{
+		OnAlignment: func(task string, id int64) error {
+			if plan.maybe("alignment", 0.2) {
+				return fmt.Errorf("injected failure during the alignment of checkpoint %d", id)
+			}
+			return nil
+		},
+		OnAsyncSnapshot: func(task string, id int64) error {
+			if plan.maybe("async-phase", 0.05) {
+				return fmt.Errorf("injected failure during the asynchronous phase of checkpoint %d", id)
+			}
+			return nil
+		},
+	})
+
+	env := weir.NewEnvironment(opts)
+	src := datagen.Generator(records, func(i int64) string { return fmt.Sprint("k", (i*7919)%keys) }).
+		WithOptions(datagen.Options{RecordsPerSecond: 40_000, BatchSize: 64})
+	sink := flakySink[string]{collect.Transactional[string](), plan}
+	env.FromSource("src", connector.Source[string](flakySource[string]{src, plan})).
+		Map("maybe-panic", func(s string) string {
+			if plan.maybe("operator-panic", 0.001) {
+				panic("injected operator panic")
+			}
+			return s
+		}).
+		KeyBy(func(s string) string { return s }).
+		Process("count", &runningCount{}).
+		SinkTo("out", connector.Sink[string](sink))
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	job, err := env.ExecuteAsync(ctx, "harness")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Wait(); err != nil {
+		t.Fatalf("seed %d: job failed: %v (faults fired: %v)", seed, err, plan.fired)
+	}
+	counts := map[string]int{}
+	var want []string
+	for i := range int64(records) {
+		k := fmt.Sprint("k", (i*7919)%keys)
+		counts[k]++
+		want = append(want, fmt.Sprintf("%s,%d", k, counts[k]))
+	}
+	got := sink.Results()
+	if lost, dup := multisetDiff(want, got); len(lost)+len(dup) > 0 {
+		t.Fatalf("seed %d: exactly-once violated: %d lost (e.g. %v), %d duplicated (e.g. %v); faults fired: %v",
+			seed, len(lost), lost[:min(5, len(lost))], len(dup), dup[:min(5, len(dup))], plan.fired)
+	}
+	sum, _ := job.Checkpoints()
+	plan.mu.Lock()
+	defer plan.mu.Unlock()
+	return harnessResult{fired: maps(plan.fired), restarts: sum.Restarts, storage: faults.Injected(), ckpts: sum.Completed}
+}
+
+func maps(m map[string]int) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// multisetDiff returns the elements of want missing from got and the extra
+// ones in got.
+func multisetDiff(want, got []string) (lost, dup []string) {
+	n := map[string]int{}
+	for _, w := range want {
+		n[w]++
+	}
+	for _, g := range got {
+		n[g]--
+	}
+	for k, v := range n {
+		for ; v > 0; v-- {
+			lost = append(lost, k)
+		}
+		for ; v < 0; v++ {
+			dup = append(dup, k)
+		}
+	}
+	slices.Sort(lost)
+	slices.Sort(dup)
+	return lost, dup
+}
+
+// TestExactlyOnceHarness runs the keyed job under randomly injected
+// failures (operator panics, source errors, storage write errors, sink
+// commit errors, failures during alignment and during the asynchronous
+// phase) over many seeds; the committed output must equal the expected
+// multiset every time.
+func TestExactlyOnceHarness(t *testing.T) {
+	seeds := 100
+	if testing.Short() {
+		seeds = 10
+	}
+	total := map[string]int{}
+	var restarts, storageFaults, ckpts atomic.Int64
+	var mu sync.Mutex
+	for seed := range seeds {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			r := runHarness(t, uint64(seed))
+			mu.Lock()
+			for k, v := range r.fired {
+				total[k] += v
+			}
+			mu.Unlock()
+			restarts.Add(int64(r.restarts))
+			storageFaults.Add(int64(r.storage))
+			ckpts.Add(int64(r.ckpts))
+		})
+	}
+	t.Logf("%d seeds: faults fired %v, storage faults %d, restarts %d, checkpoints completed %d",
+		seeds, total, storageFaults.Load(), restarts.Load(), ckpts.Load())
+	if t.Failed() || testing.Short() {
+		return
+	}
+	// The harness proves something only if every kind of failure happened.
+	for _, kind := range []string{"operator-panic", "source-error", "sink-commit", "alignment", "async-phase"} {
+		if total[kind] < 3 {
+			t.Errorf("fault %q fired %d times over %d seeds; want at least 3", kind, total[kind], seeds)
+		}
+	}
+	if storageFaults.Load() < 3 {
+		t.Errorf("storage faults fired %d times; want at least 3", storageFaults.Load())
+	}
+}
