@@ -263,6 +263,13 @@ func (c *JobClient) TriggerCheckpoint(ctx context.Context) (int64, error) {
 	return c.jm.TriggerCheckpoint(ctx)
 }
 
+// SignalCheckpoint reports an external signal asking for a checkpoint (as
+// from a hook or a Unix signal) and waits for that checkpoint; it returns
+// its id.
+func (c *JobClient) SignalCheckpoint(ctx context.Context) (int64, error) {
+	return c.jm.Signal(ctx)
+}
+
 // TriggerSavepoint takes a savepoint into dir (Checkpointing.SavepointDir
 // when empty), waits for it, and returns its path.
 func (c *JobClient) TriggerSavepoint(ctx context.Context, dir string) (string, error) {
@@ -280,6 +287,10 @@ type CheckpointStats = jobmaster.CheckpointStats
 
 // CheckpointSummary counts checkpoints and names the last restore.
 type CheckpointSummary = jobmaster.Summary
+
+// Checkpoint returns the statistics of checkpoint id, if it is still in
+// the history.
+func (c *JobClient) Checkpoint(id int64) (CheckpointStats, bool) { return c.jm.Checkpoint(id) }
 
 // Checkpoints returns the checkpoint summary and history, oldest first.
 func (c *JobClient) Checkpoints() (CheckpointSummary, []CheckpointStats) { return c.jm.Stats() }

@@ -107,7 +107,29 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 	} else {
 		counts.SinkTo("out", file.PartFiles(f.output, file.Options{})).UID("out")
 	}
-	if err := env.Execute(ctx, "wordcount"); err != nil {
+	job, err := env.ExecuteAsync(ctx, "wordcount")
+	if err != nil {
+		return fmt.Errorf("wordcount failed: %w", err)
+	}
+	// SIGUSR1 asks for a checkpoint: an external trigger.
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
+	go func() {
+		for {
+			select {
+			case <-usr1:
+				if id, err := job.SignalCheckpoint(ctx); err != nil {
+					fmt.Fprintln(os.Stderr, "weir: checkpoint on SIGUSR1 failed:", err)
+				} else {
+					fmt.Fprintf(os.Stderr, "weir: checkpoint %d taken on SIGUSR1\n", id)
+				}
+			case <-job.Done():
+				return
+			}
+		}
+	}()
+	if err := job.Wait(); err != nil {
 		return fmt.Errorf("wordcount failed: %w", err)
 	}
 	abs, _ := filepath.Abs(f.output)

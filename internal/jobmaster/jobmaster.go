@@ -96,8 +96,9 @@ type JobMaster struct {
 }
 
 type request struct {
-	req   checkpoint.Request
-	reply chan result
+	req      checkpoint.Request
+	external bool // an external signal rather than a manual request
+	reply    chan result
 }
 
 type result struct {
@@ -150,7 +151,17 @@ func (jm *JobMaster) now() int64 { return jm.opts.Now().UnixMilli() }
 var ErrJobNotRunning = errors.New("job is not running")
 
 func (jm *JobMaster) ask(ctx context.Context, req checkpoint.Request) (result, error) {
-	r := request{req: req, reply: make(chan result, 1)}
+	return jm.send(ctx, request{req: req, reply: make(chan result, 1)})
+}
+
+// Signal reports an external signal asking for a checkpoint (a hook, a
+// Unix signal) and waits until that checkpoint completed or failed.
+func (jm *JobMaster) Signal(ctx context.Context) (int64, error) {
+	res, err := jm.send(ctx, request{external: true, reply: make(chan result, 1)})
+	return res.id, err
+}
+
+func (jm *JobMaster) send(ctx context.Context, r request) (result, error) {
 	select {
 	case jm.requests <- r:
 	case <-ctx.Done():
@@ -398,7 +409,12 @@ func (jm *JobMaster) runAttempt(ctx context.Context, attempt int, restore *Resto
 		case <-jm.inbox.ready:
 			jm.handleEvents()
 		case r := <-jm.requests:
-			id := jm.coord.TriggerManual(jm.now(), r.req)
+			var id int64
+			if r.external {
+				id = jm.coord.ExternalSignal(jm.now())
+			} else {
+				id = jm.coord.TriggerManual(jm.now(), r.req)
+			}
 			jm.waiting[id] = r
 		case m := <-jm.metaDone:
 			if m.err != nil {
