@@ -588,6 +588,8 @@ func (jm *JobMaster) handleDecisions(ctx context.Context) {
 			for _, t := range jm.sources {
 				jm.post(ctx, t, t.Finish())
 			}
+			// Sources now end: no later checkpoint could complete.
+			jm.coord.Stop(jm.now(), "job finishing")
 		}
 		if stop && !jm.stopping {
 			jm.stopping = true
