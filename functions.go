@@ -61,6 +61,10 @@ type Context struct {
 // false when it has none.
 func (c *Context) Timestamp() (int64, bool) { return c.ts, c.ts != runtime.NoTimestamp }
 
+// CurrentWatermark returns the task's event-time watermark (math.MinInt64
+// before the first).
+func (c *Context) CurrentWatermark() int64 { return c.env.cursor.Watermark }
+
 // Subtask returns the index of the subtask, in [0, Parallelism()).
 func (c *Context) Subtask() int { return c.env.subtask }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/runtime"
+	"github.com/weirstream/weir/internal/watermark"
 )
 
 // lifecycle gives operators without resources empty Open, Finish and Close.
@@ -222,10 +223,11 @@ func (o *sinkOp[T]) Close() error {
 // sourceNode reads a connector.Source.
 type sourceNode[T any] struct {
 	nodeBase
-	src    connector.Source[T]
-	out    *port[T]
-	splits []connector.SplitState // enumerated once per deployment
-	listed bool
+	strategy *WatermarkStrategy[T]
+	src      connector.Source[T]
+	out      *port[T]
+	splits   []connector.SplitState // enumerated once per deployment
+	listed   bool
 }
 
 func (n *sourceNode[T]) reset(int) { n.splits, n.listed = nil, false }
@@ -256,28 +258,85 @@ func (n *sourceNode[T]) buildHead(bc *buildCtx, s int) {
 			}
 		}
 	}
-	d := &sourceDriver[T]{src: n.src, env: env, splits: mine}
+	d := &sourceDriver[T]{src: n.src, env: env, splits: mine, strategy: n.strategy}
 	d.emit.out = n.out.output(bc, s)
 	bc.task(&n.nodeBase, s).Source = d
 	bc.addOperator(&n.nodeBase, s, lifecycle{})
 }
 
 type sourceDriver[T any] struct {
-	src    connector.Source[T]
-	env    *opEnv
-	splits []connector.SplitState
-	reader connector.Reader[T]
-	emit   emitter[T]
+	src      connector.Source[T]
+	env      *opEnv
+	splits   []connector.SplitState
+	reader   connector.Reader[T]
+	emit     emitter[T]
+	strategy *WatermarkStrategy[T]
+	wmOut    runtime.WatermarkOutput
+	timers   *runtime.ProcessingTimers
 }
 
+// emitter is the connector.Emitter of a source driver; with a watermark
+// strategy it tracks watermarks per split.
 type emitter[T any] struct {
 	out   runtime.Output[T]
 	count int64
+	wm    *watermarking[T]
 }
 
-func (e *emitter[T]) Emit(rec T)                      { e.count++; e.out.Emit(rec, runtime.NoTimestamp) }
-func (e *emitter[T]) EmitAt(rec T, ts int64)          { e.count++; e.out.Emit(rec, ts) }
+func (e *emitter[T]) Emit(rec T)             { e.emit("", rec, runtime.NoTimestamp) }
+func (e *emitter[T]) EmitAt(rec T, ts int64) { e.emit("", rec, ts) }
+
+// ForSplit implements connector.SplitOutputs.
+func (e *emitter[T]) ForSplit(id string) connector.Emitter[T] { return splitEmitter[T]{e, id} }
+
+// ReleaseSplit implements connector.SplitOutputs.
+func (e *emitter[T]) ReleaseSplit(id string) {
+	if e.wm != nil {
+		e.wm.release(id)
+	}
+}
+
+func (e *emitter[T]) emit(split string, rec T, ts int64) {
+	e.count++
+	if e.wm == nil {
+		e.out.Emit(rec, ts)
+		return
+	}
+	ts = e.wm.timestamp(rec, ts)
+	after, out := e.wm.before(split, ts)
+	e.out.Emit(rec, ts)
+	if after != nil && !out.Empty() {
+		if err := after.EmitWatermarkOutput(out); err != nil {
+			runtime.Fail(err)
+		}
+	}
+}
+
+type splitEmitter[T any] struct {
+	e  *emitter[T]
+	id string
+}
+
+func (s splitEmitter[T]) Emit(rec T)             { s.e.emit(s.id, rec, runtime.NoTimestamp) }
+func (s splitEmitter[T]) EmitAt(rec T, ts int64) { s.e.emit(s.id, rec, ts) }
+
+var _ connector.SplitOutputs[int] = (*emitter[int])(nil)
+
 func (d *sourceDriver[T]) Available() <-chan struct{} { return d.reader.Available() }
+
+// BindWatermarks implements runtime.WatermarkSource.
+func (d *sourceDriver[T]) BindWatermarks(out runtime.WatermarkOutput, timers *runtime.ProcessingTimers) {
+	d.wmOut, d.timers = out, timers
+}
+
+// EndOfInput implements runtime.WatermarkSource: the maximum watermark
+// follows the last record, so that event-time timers and windows fire.
+func (d *sourceDriver[T]) EndOfInput() error {
+	if d.emit.wm != nil {
+		return d.wmOut.EmitWatermarkOutput(d.emit.wm.splits.EndOfInput())
+	}
+	return d.wmOut.EmitWatermarkOutput(watermark.Output{Advanced: true, Watermark: watermark.MaxWatermark})
+}
 
 func (d *sourceDriver[T]) TakeRecordCount() int64 {
 	n := d.emit.count
@@ -303,6 +362,14 @@ func (d *sourceDriver[T]) Open() error {
 	if resp := d.env.responder; resp != nil {
 		task := d.env.taskID
 		request = func() { resp.RequestCheckpoint(task) }
+	}
+	if d.strategy != nil {
+		wm, err := newWatermarking(*d.strategy)
+		if err != nil {
+			return err
+		}
+		wm.bind(d.wmOut, d.timers)
+		d.emit.wm = wm
 	}
 	r, err := d.src.NewReader(connector.ReaderContext{Subtask: d.env.subtask, Parallelism: d.env.parallelism,
 		Logger: d.env.logger, RequestCheckpoint: request})

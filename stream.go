@@ -23,9 +23,21 @@ type Stream[T any] struct {
 	partSet bool
 }
 
-// FromSource adds a source operator reading src.
-func (e *Environment) FromSource[T any](name string, src connector.Source[T]) *Stream[T] {
+// FromSource adds a source operator reading src. An optional watermark
+// strategy gives records their event-time timestamps and generates
+// watermarks per split, as Flink's fromSource does.
+func (e *Environment) FromSource[T any](name string, src connector.Source[T], watermarks ...WatermarkStrategy[T]) *Stream[T] {
 	n := &sourceNode[T]{src: src}
+	switch len(watermarks) {
+	case 0:
+	case 1:
+		if err := watermarks[0].validate(); err != nil {
+			e.fail(fmt.Errorf("source %q: %w", name, err))
+		}
+		n.strategy = &watermarks[0]
+	default:
+		e.fail(fmt.Errorf("source %q: give at most one watermark strategy", name))
+	}
 	b := e.addNode(n, name, graph.Source, 0)
 	n.out = &port[T]{node: b}
 	if src == nil {

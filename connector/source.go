@@ -116,3 +116,15 @@ type Reader[T any] interface {
 	// error.
 	Close() error
 }
+
+// SplitOutputs is implemented by the Emitter the runtime passes to Poll. A
+// reader that reads several splits at once emits each split's records
+// through ForSplit(id), so that event-time watermarks are tracked per split
+// (the subtask's watermark is the minimum over its active splits), and
+// calls ReleaseSplit(id) once the split is finished, so that it no longer
+// holds the watermark back. Readers that do not use it emit through the
+// Emitter itself, and the subtask's records count as one split.
+type SplitOutputs[T any] interface {
+	ForSplit(id string) Emitter[T]
+	ReleaseSplit(id string)
+}

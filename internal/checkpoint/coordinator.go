@@ -31,7 +31,10 @@ type Coordinator struct {
 	opts Options
 
 	running bool
-	tasks   []TaskID // expected acknowledgers, sorted; never mutated, shared with records
+	// quiesced stops automatic triggers (interval, records, markers) while
+	// the job ends; requests still start.
+	quiesced bool
+	tasks    []TaskID // expected acknowledgers, sorted; never mutated, shared with records
 
 	lastID    int64 // highest checkpoint id handed out or learnt
 	lastReqID int64
@@ -169,6 +172,7 @@ func (c *Coordinator) Start(now int64, tasks []TaskID, restoredFrom int64) error
 		c.abortPending(AbortStopped, "job restarted")
 	}
 	c.running = true
+	c.quiesced = false
 	c.tasks = sorted
 	c.lastID = max(c.lastID, restoredFrom)
 	if restoredFrom > 0 {
@@ -331,6 +335,19 @@ func (c *Coordinator) MetadataDurable(now int64, id int64, err error) {
 	c.maybeTrigger(now)
 }
 
+// Quiesce stops automatic triggers — interval ticks, record counts and
+// marker records — until the next Start, for a job whose sources have read
+// all their input: only the final checkpoint (a request) is still wanted.
+// Pending checkpoints and queued requests are unaffected.
+func (c *Coordinator) Quiesce() { c.quiesced = true }
+
+// Resume undoes Quiesce (a stop-with-savepoint that failed: the job goes
+// on, and so do its periodic checkpoints).
+func (c *Coordinator) Resume(now int64) {
+	c.quiesced = false
+	c.maybeTrigger(now)
+}
+
 // Running reports whether the coordinator was started and not stopped since.
 func (c *Coordinator) Running() bool { return c.running }
 
@@ -407,7 +424,7 @@ func (c *Coordinator) maybeTrigger(now int64) {
 			continue
 		}
 		reason, due := c.owed()
-		if !due || (c.hasCompleted && now < c.lastCompletion+c.opts.MinPause) {
+		if !due || c.quiesced || (c.hasCompleted && now < c.lastCompletion+c.opts.MinPause) {
 			return
 		}
 		c.trigger(now, reason, 0, Request{Kind: KindCheckpoint})

@@ -120,6 +120,10 @@ func TestCoordinator(t *testing.T) {
 				c.TaskFailed(a.now(), TaskID(a.str("task")))
 			case "stop":
 				c.Stop(a.now(), a.str("reason"))
+			case "quiesce":
+				c.Quiesce()
+			case "resume":
+				c.Resume(a.now())
 			case "pending":
 				var b strings.Builder
 				for _, p := range c.Pending() {

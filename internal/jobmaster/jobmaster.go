@@ -92,6 +92,7 @@ type JobMaster struct {
 	metaDone     chan metaResult
 	metaWG       sync.WaitGroup
 	failure      error // FailJob
+	reserved     int64 // highest checkpoint id recorded in storage
 	cancelRun    context.CancelCauseFunc
 }
 
@@ -266,8 +267,14 @@ func (jm *JobMaster) Run(ctx context.Context) (err error) {
 	}
 	lastID, err := jm.cs.MaxCheckpointID(ctx)
 	if err != nil {
-		return fmt.Errorf("read checkpoint ids: %w", err)
+		return fmt.Errorf("checkpoint storage %s: read checkpoint ids: %w", jm.opts.Storage.URL(), err)
 	}
+	reserved, err := jm.readReserved(ctx)
+	if err != nil {
+		return fmt.Errorf("checkpoint storage %s: read checkpoint ids: %w", jm.opts.Storage.URL(), err)
+	}
+	lastID = max(lastID, reserved)
+	jm.reserved = reserved
 	if restore != nil {
 		lastID = max(lastID, restore.Metadata.ID)
 	}
@@ -413,6 +420,11 @@ func (jm *JobMaster) runAttempt(ctx context.Context, attempt int, restore *Resto
 			if r.external {
 				id = jm.coord.ExternalSignal(jm.now())
 			} else {
+				if r.req.StopAfter {
+					// As Flink, no periodic checkpoint after the stop's
+					// savepoint: the job ends with it.
+					jm.coord.Quiesce()
+				}
 				id = jm.coord.TriggerManual(jm.now(), r.req)
 			}
 			jm.waiting[id] = r
@@ -463,6 +475,9 @@ func (jm *JobMaster) handleEvents() {
 		case e.finished:
 			jm.finished[e.task] = true
 			if len(jm.finished) == len(jm.sources) && jm.finalReq == 0 {
+				// No more periodic checkpoints: sources have nothing left
+				// to read, only the final checkpoint is wanted.
+				jm.coord.Quiesce()
 				jm.requestFinalCheckpoint(now)
 			}
 		}
@@ -563,6 +578,9 @@ func (jm *JobMaster) handleDecisions(ctx context.Context) {
 				}
 				if r, ok := jm.waiting[d.RequestID]; ok {
 					delete(jm.waiting, d.RequestID)
+					if r.req.StopAfter && d.Err != nil && !jm.finishing {
+						jm.coord.Resume(jm.now())
+					}
 					res := result{id: d.ID, err: d.Err}
 					if opts := jm.targets[d.ID]; opts != nil {
 						res.path = opts.Dir
@@ -594,6 +612,7 @@ func (jm *JobMaster) handleDecisions(ctx context.Context) {
 		if stop && !jm.stopping {
 			jm.stopping = true
 			jm.postAll(ctx, func(t *runtime.Task) runtime.Mail { return t.Stop() })
+			jm.coord.Stop(jm.now(), "job stopped with a savepoint")
 		}
 	}
 }
@@ -619,11 +638,62 @@ func (jm *JobMaster) trigger(ctx context.Context, d checkpoint.TriggerCheckpoint
 		}
 		opts.Store, opts.Dir = store, dir
 	}
+	if err := jm.reserveID(d.ID); err != nil {
+		jm.coord.Decline(jm.now(), d.ID, "", fmt.Sprintf("record checkpoint id: %v", err))
+		return
+	}
 	jm.targets[d.ID] = opts
 	jm.stats.triggered(d.ID, d.Kind == checkpoint.KindSavepoint, time.UnixMilli(d.Timestamp), len(jm.tasks), opts.Dir)
 	for _, t := range jm.sources {
 		jm.post(ctx, t, t.TriggerCheckpoint(d.ID, d.Timestamp, opts))
 	}
+}
+
+// idBlock is how many checkpoint ids one write of the id counter reserves.
+const idBlock = 100
+
+// counterName is the object holding the highest reserved checkpoint id.
+func (jm *JobMaster) counterName() string { return path.Join(jm.cs.JobDir(), "checkpoint-ids") }
+
+// reserveID makes id durable as used before any barrier of it leaves
+// (ids must never repeat, even after a crash: exactly-once sinks name
+// their transactions by checkpoint id). It reserves ids in blocks, so
+// storage is written once every idBlock checkpoints.
+func (jm *JobMaster) reserveID(id int64) error {
+	if id <= jm.reserved {
+		return nil
+	}
+	w, err := jm.opts.Storage.Create(context.Background(), jm.counterName())
+	if err != nil {
+		return err
+	}
+	next := id + idBlock - 1
+	if _, err := fmt.Fprintf(w, "%d\n", next); err != nil {
+		w.Abort()
+		return err
+	}
+	if err := w.Commit(); err != nil {
+		return err
+	}
+	jm.reserved = next
+	return nil
+}
+
+// readReserved returns the highest reserved id, 0 when none was recorded.
+func (jm *JobMaster) readReserved(ctx context.Context) (int64, error) {
+	r, err := jm.opts.Storage.Open(ctx, jm.counterName())
+	if errors.Is(err, storage.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	var n int64
+	if _, err := fmt.Fscan(r, &n); err != nil {
+		return 0, fmt.Errorf("%s: %w", jm.counterName(), err)
+	}
+	return n, nil
 }
 
 func (jm *JobMaster) writeMetadata(d checkpoint.WriteMetadata) {

@@ -23,6 +23,9 @@ const (
 	CancelBarrier
 	// Watermark carries event-time progress (Timestamp).
 	Watermark
+	// WatermarkStatus says the sending subtask became idle (ID 1) or active
+	// again (ID 0): an idle input does not hold the watermark back.
+	WatermarkStatus
 )
 
 func (k EventKind) String() string {
@@ -35,6 +38,8 @@ func (k EventKind) String() string {
 		return "cancel-barrier"
 	case Watermark:
 		return "watermark"
+	case WatermarkStatus:
+		return "watermark-status"
 	}
 	return "unknown-event"
 }

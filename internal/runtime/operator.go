@@ -65,6 +65,8 @@ type failure struct{ err error }
 // blamed on the right one. Operators set Current on entry to Emit.
 type Cursor struct {
 	Current int
+	// Watermark is the task's current watermark, for operators to read.
+	Watermark int64
 }
 
 // Logger returns a logger with the task's attributes.

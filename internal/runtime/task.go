@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/watermark"
 )
 
 // SourceDriver is the untyped face of a source reader bound to its chain.
@@ -58,6 +59,9 @@ type TaskConfig struct {
 	Logger   *slog.Logger
 	// Checkpointing, when set, makes the task take part in checkpoints.
 	Checkpointing *CheckpointConfig
+	// Timers is the task's processing-time service, shared with the
+	// chain's operators; nil gives the task one of its own.
+	Timers *ProcessingTimers
 	// CountRecords makes a source task report its records to the
 	// Responder (for checkpoints every N records).
 	CountRecords bool
@@ -78,6 +82,9 @@ type Task struct {
 	finishRequested bool
 	// barriers remembers the first barrier of each alignment in progress.
 	barriers map[int64]Event
+	// merger combines the watermarks of the input channels.
+	merger    *watermark.Merger
+	watermark int64
 }
 
 // NewTask creates a task; it starts nothing until Run.
@@ -85,14 +92,27 @@ func NewTask(cfg TaskConfig) *Task {
 	if cfg.Cursor == nil {
 		cfg.Cursor = new(Cursor)
 	}
+	cfg.Cursor.Watermark = watermark.MinWatermark
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Doorbell == nil {
 		cfg.Doorbell = make(chan struct{}, 1)
 	}
-	return &Task{cfg: cfg, mailbox: make(chan Mail, 64), done: make(chan struct{}),
-		log: taskLogger(cfg.Logger, cfg.Name, cfg.Subtask)}
+	if cfg.Timers == nil {
+		cfg.Timers = NewProcessingTimers(nil)
+	}
+	t := &Task{cfg: cfg, mailbox: make(chan Mail, 64), done: make(chan struct{}),
+		log: taskLogger(cfg.Logger, cfg.Name, cfg.Subtask), watermark: watermark.MinWatermark}
+	if ws, ok := cfg.Source.(WatermarkSource); ok {
+		ws.BindWatermarks(t, cfg.Timers)
+	}
+	for i, c := range cfg.Chain {
+		if we, ok := c.Op.(WatermarkEmitter); ok {
+			we.BindWatermarks(chainWatermarks{t: t, start: i + 1}, cfg.Timers)
+		}
+	}
+	return t
 }
 
 // ID returns the task's id.
@@ -135,6 +155,7 @@ func (t *Task) Run(ctx context.Context) (err error) {
 			err = nil
 		}
 		close(t.done)
+		t.cfg.Timers.stop()
 		t.stopAsync()
 		if cerr := t.closeAll(); err == nil && cerr != nil {
 			err = cerr
@@ -254,6 +275,9 @@ func (t *Task) runSource(ctx context.Context) error {
 				}
 			}
 		}
+		if err := t.cfg.Timers.fireDue(); err != nil {
+			return err
+		}
 		switch status {
 		case connector.MoreAvailable:
 		case connector.NothingAvailable:
@@ -264,10 +288,20 @@ func (t *Task) runSource(ctx context.Context) error {
 				if err := m(); err != nil {
 					return err
 				}
+			case <-t.cfg.Timers.wait():
+				if err := t.cfg.Timers.fireDue(); err != nil {
+					return err
+				}
 			case <-ctx.Done():
 				return context.Cause(ctx)
 			}
 		case connector.EndOfInput:
+			if ws, ok := src.(WatermarkSource); ok {
+				t.cfg.Cursor.Current = 0
+				if err := ws.EndOfInput(); err != nil {
+					return err
+				}
+			}
 			if err := t.awaitFinalCheckpoint(ctx); err != nil {
 				return err
 			}
@@ -294,6 +328,10 @@ func (t *Task) awaitFinalCheckpoint(ctx context.Context) error {
 			if err := m(); err != nil {
 				return err
 			}
+		case <-t.cfg.Timers.wait():
+			if err := t.cfg.Timers.fireDue(); err != nil {
+				return err
+			}
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}
@@ -316,6 +354,11 @@ func (t *Task) runInputs(ctx context.Context) error {
 	if n == 0 {
 		return t.endOfInput()
 	}
+	merger, err := watermark.NewMerger(n)
+	if err != nil {
+		return err
+	}
+	t.merger = merger
 	if cc := t.cfg.Checkpointing; cc != nil {
 		a, err := checkpoint.NewAligner(cc.Mode, n)
 		if err != nil {
@@ -359,7 +402,22 @@ func (t *Task) runInputs(ctx context.Context) error {
 						return err
 					}
 				}
+			case Watermark:
+				if err := t.EmitWatermarkOutput(t.merger.OnWatermark(i, ev.Timestamp)); err != nil {
+					return err
+				}
+			case WatermarkStatus:
+				st := watermark.Active
+				if ev.ID == 1 {
+					st = watermark.Idle
+				}
+				if err := t.EmitWatermarkOutput(t.merger.OnStatus(i, st)); err != nil {
+					return err
+				}
 			case EndOfPartition:
+				if err := t.EmitWatermarkOutput(t.merger.OnEndOfPartition(i)); err != nil {
+					return err
+				}
 				if t.aligner != nil {
 					if err := t.alignerActions(t.aligner.OnEndOfPartition(i, nowMs())); err != nil {
 						return err
@@ -393,14 +451,22 @@ func (t *Task) runInputs(ctx context.Context) error {
 		if err := t.drainMailbox(); err != nil {
 			return err
 		}
+		if err := t.cfg.Timers.fireDue(); err != nil {
+			return err
+		}
 		if !progressed {
 			// Idle: send what is buffered so that downstream is not kept
-			// waiting, then sleep until an input or the mailbox has work.
+			// waiting, then sleep until an input, the mailbox or a timer
+			// has work.
 			t.flushAll()
 			select {
 			case <-t.cfg.Doorbell:
 			case m := <-t.mailbox:
 				if err := m(); err != nil {
+					return err
+				}
+			case <-t.cfg.Timers.wait():
+				if err := t.cfg.Timers.fireDue(); err != nil {
 					return err
 				}
 			case <-ctx.Done():
