@@ -85,6 +85,41 @@ func (bc *buildCtx) restoreHas(uid string) bool {
 	return false
 }
 
+// prepareSink commits the transactions the restored checkpoint holds for a
+// two-phase-commit sink and lets the sink remove what a failed attempt left
+// behind, before any of its writers exists.
+func prepareSink[T any](bc *buildCtx, n *nodeBase, sink connector.Sink[T]) error {
+	if bc.restore == nil {
+		return nil
+	}
+	var all []connector.Committable
+	for _, op := range bc.restore.Metadata.Operators {
+		if op.UID != n.uid {
+			continue
+		}
+		for _, st := range op.Subtasks {
+			for _, c := range st.Committables {
+				all = append(all, connector.Committable{CheckpointID: c.CheckpointID, Subtask: c.Subtask, Data: c.Data})
+			}
+		}
+	}
+	if len(all) > 0 {
+		c, ok := sink.(connector.Committer)
+		if !ok {
+			return fmt.Errorf("the checkpoint holds %d pre-committed transactions, but the sink cannot commit them", len(all))
+		}
+		if err := c.Commit(bc.ctx, all); err != nil {
+			return fmt.Errorf("re-commit restored transactions: %w", err)
+		}
+	}
+	if cl, ok := sink.(connector.Cleaner); ok {
+		if err := cl.Cleanup(bc.ctx, all); err != nil {
+			return fmt.Errorf("clean up after the failed attempt: %w", err)
+		}
+	}
+	return nil
+}
+
 // checkRestoreCoverage fails a restore whose state belongs to operators
 // the job no longer has, unless allowed.
 func (bc *buildCtx) checkRestoreCoverage(e *Environment) error {

@@ -50,6 +50,9 @@ type nodeBase struct {
 	noChain     bool
 	sides       map[string]sidePort
 	sideTypes   map[string]reflect.Type
+	// prepare, when set, runs once per deployment before any task starts
+	// (sinks: re-commit and clean up after a restore).
+	prepare func(bc *buildCtx) error
 }
 
 func (n *nodeBase) base() *nodeBase { return n }
@@ -231,6 +234,13 @@ func (bc *buildCtx) deploy(e *Environment) ([]*runtime.Task, error) {
 	for _, ed := range e.edges {
 		if !bc.jg.Chained[ed.common().id] {
 			ed.attach(bc)
+		}
+	}
+	for _, n := range e.nodes {
+		if p := n.base().prepare; p != nil {
+			if err := p(bc); err != nil {
+				return nil, fmt.Errorf("operator %q: %w", n.base().name, err)
+			}
 		}
 	}
 	var tasks []*runtime.Task

@@ -136,17 +136,8 @@ func (o *sinkOp[T]) Open() error {
 		}
 		o.committer = c
 	}
-	if o.env.restored != nil && len(o.env.restored.committables) > 0 {
-		// Transactions pre-committed in the restored checkpoint: that
-		// checkpoint completed, so they must be committed (again, maybe:
-		// Commit is idempotent).
-		if o.committer == nil {
-			return fmt.Errorf("the checkpoint holds %d pre-committed transactions, but this sink cannot commit them", len(o.env.restored.committables))
-		}
-		if err := o.committer.Commit(o.env.ctx, o.env.restored.committables); err != nil {
-			return fmt.Errorf("re-commit restored transactions: %w", err)
-		}
-	}
+	// Transactions of the restored checkpoint were committed by
+	// prepareSink, before any writer opened.
 	return nil
 }
 

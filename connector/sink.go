@@ -65,3 +65,14 @@ type Committable struct {
 type Committer interface {
 	Commit(ctx context.Context, committables []Committable) error
 }
+
+// Cleaner is implemented by a two-phase-commit Sink that leaves files or
+// transactions behind when a job fails (pre-committed transactions of
+// checkpoints that never completed, data of writers that never
+// pre-committed). When a job restores, the runtime commits the restored
+// checkpoint's committables and then calls Cleanup once, with those same
+// committables, before any writer of the sink is created: everything the
+// sink owns that keep does not name may be removed.
+type Cleaner interface {
+	Cleanup(ctx context.Context, keep []Committable) error
+}

@@ -278,7 +278,7 @@ func (jm *JobMaster) Run(ctx context.Context) (err error) {
 	if restore != nil {
 		lastID = max(lastID, restore.Metadata.ID)
 	}
-	jm.coord, err = checkpoint.NewCoordinator(jm.opts.Checkpoint, lastID, nil)
+	jm.coord, err = checkpoint.NewCoordinator(jm.opts.Checkpoint, lastID, jm.recoverCheckpoints(ctx, restore))
 	if err != nil {
 		return err
 	}
@@ -308,6 +308,40 @@ func (jm *JobMaster) Run(ctx context.Context) (err error) {
 			return errors.Join(runErr, err)
 		}
 	}
+}
+
+// recoverCheckpoints hands the coordinator the complete checkpoints an
+// earlier process of this job left, when the job resumes from one of them,
+// so that retention goes on deleting the old ones; directories a crash cut
+// short (no _metadata) are removed. Checkpoints newer than the one restored,
+// and those of a job started without restoring, are left alone.
+func (jm *JobMaster) recoverCheckpoints(ctx context.Context, restore *Restored) []checkpoint.CompletedCheckpoint {
+	if restore == nil || restore.Metadata.Kind != checkpoint.KindCheckpoint || restore.Store != jm.opts.Storage {
+		return nil
+	}
+	ids, err := jm.cs.Checkpoints(ctx)
+	if err != nil {
+		jm.log.Warn("cannot list earlier checkpoints", "err", err)
+		return nil
+	}
+	var out []checkpoint.CompletedCheckpoint
+	for _, id := range ids {
+		if id > restore.Metadata.ID {
+			break
+		}
+		dir := jm.cs.CheckpointDir(id)
+		md, err := jm.cs.ReadMetadata(ctx, dir)
+		switch {
+		case err == nil:
+			out = append(out, checkpoint.CompletedCheckpoint{ID: id, Kind: md.Kind, TriggeredAt: md.Timestamp})
+		case errors.Is(err, storage.ErrNotFound):
+			jm.log.Info("removing an incomplete checkpoint left by an earlier run", "checkpoint", id)
+			jm.discardDir(jm.opts.Storage, dir)
+		default:
+			jm.log.Warn("keeping a damaged checkpoint directory", "checkpoint", id, "err", err)
+		}
+	}
+	return out
 }
 
 func (jm *JobMaster) initialRestore(ctx context.Context) (*Restored, error) {
