@@ -17,6 +17,7 @@ func newRootCommand() *cobra.Command {
 	}
 	run.AddCommand(newWordCountCommand())
 	root.AddCommand(run, newDemoCommand())
+	root.AddCommand(newNexmarkCommand())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return flagError{err: err, cmd: c.CommandPath()}
 	})
