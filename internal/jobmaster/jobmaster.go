@@ -93,6 +93,8 @@ type JobMaster struct {
 	metaWG       sync.WaitGroup
 	failure      error // FailJob
 	reserved     int64 // highest checkpoint id recorded in storage
+	ending       bool  // afterAttempt is settling the coordinator
+	stopReqs     int   // stop-with-savepoint requests in flight
 	cancelRun    context.CancelCauseFunc
 }
 
@@ -414,7 +416,7 @@ func (jm *JobMaster) runAttempt(ctx context.Context, attempt int, restore *Resto
 	jm.tasks = make(map[string]*runtime.Task)
 	jm.sources = nil
 	jm.finished = make(map[string]bool)
-	jm.finalReq, jm.finishing, jm.stopping = 0, false, false
+	jm.finalReq, jm.finishing, jm.stopping, jm.stopReqs = 0, false, false, 0
 	jm.waiting = make(map[int64]request)
 	jm.targets = make(map[int64]*runtime.BarrierOptions)
 	var ids []checkpoint.TaskID
@@ -440,6 +442,9 @@ func (jm *JobMaster) runAttempt(ctx context.Context, attempt int, restore *Resto
 	for {
 		select {
 		case err := <-done:
+			if jm.stopping && err != nil && (errors.Is(err, errJobStopped) || errors.Is(err, context.Canceled)) && ctx.Err() == nil {
+				err = nil // stopped with a savepoint
+			}
 			jm.afterAttempt(err)
 			if err == nil && jm.failure != nil {
 				err = jm.failure
@@ -456,8 +461,9 @@ func (jm *JobMaster) runAttempt(ctx context.Context, attempt int, restore *Resto
 			} else {
 				if r.req.StopAfter {
 					// As Flink, no periodic checkpoint after the stop's
-					// savepoint: the job ends with it.
+					// savepoint: the job ends with it (and no final one).
 					jm.coord.Quiesce()
+					jm.stopReqs++
 				}
 				id = jm.coord.TriggerManual(jm.now(), r.req)
 			}
@@ -474,6 +480,8 @@ func (jm *JobMaster) runAttempt(ctx context.Context, attempt int, restore *Resto
 
 // afterAttempt settles the coordinator once an attempt's tasks have ended.
 func (jm *JobMaster) afterAttempt(err error) {
+	jm.ending = true
+	defer func() { jm.ending = false }()
 	jm.metaWG.Wait()
 	for {
 		select {
@@ -484,8 +492,11 @@ func (jm *JobMaster) afterAttempt(err error) {
 		}
 		break
 	}
+	// Every task has ended: pending checkpoints can never complete. (Stop,
+	// not TaskFailed: the failed task is not known by id here, and as in
+	// Flink these aborts do not count as checkpoint failures.)
 	if err != nil {
-		jm.coord.TaskFailed(jm.now(), "")
+		jm.coord.Stop(jm.now(), fmt.Sprintf("job failed: %v", err))
 	} else {
 		jm.coord.Stop(jm.now(), "job finished")
 	}
@@ -508,7 +519,7 @@ func (jm *JobMaster) handleEvents() {
 			jm.coord.MarkerRecord(now)
 		case e.finished:
 			jm.finished[e.task] = true
-			if len(jm.finished) == len(jm.sources) && jm.finalReq == 0 {
+			if len(jm.finished) == len(jm.sources) && jm.finalReq == 0 && jm.stopReqs == 0 && !jm.stopping {
 				// No more periodic checkpoints: sources have nothing left
 				// to read, only the final checkpoint is wanted.
 				jm.coord.Quiesce()
@@ -604,16 +615,26 @@ func (jm *JobMaster) handleDecisions(ctx context.Context) {
 			case checkpoint.RequestDone:
 				if d.RequestID == jm.finalReq && jm.finalReq != 0 {
 					if d.Err != nil {
-						jm.log.Warn("final checkpoint failed; retrying", "err", d.Err)
-						jm.requestFinalCheckpoint(jm.now())
+						// Retry while the attempt runs; once it ended (or the
+						// coordinator stopped) there is nothing to retry.
+						if jm.coord.Running() && !jm.ending {
+							jm.log.Warn("final checkpoint failed; retrying", "err", d.Err)
+							jm.requestFinalCheckpoint(jm.now())
+						}
 					} else {
 						finish = true
 					}
 				}
 				if r, ok := jm.waiting[d.RequestID]; ok {
 					delete(jm.waiting, d.RequestID)
-					if r.req.StopAfter && d.Err != nil && !jm.finishing {
-						jm.coord.Resume(jm.now())
+					if r.req.StopAfter {
+						jm.stopReqs--
+						if d.Err != nil && !jm.finishing && !jm.ending {
+							jm.coord.Resume(jm.now())
+							if len(jm.finished) == len(jm.sources) && jm.finalReq == 0 && jm.stopReqs == 0 {
+								jm.requestFinalCheckpoint(jm.now())
+							}
+						}
 					}
 					res := result{id: d.ID, err: d.Err}
 					if opts := jm.targets[d.ID]; opts != nil {
@@ -645,6 +666,12 @@ func (jm *JobMaster) handleDecisions(ctx context.Context) {
 		}
 		if stop && !jm.stopping {
 			jm.stopping = true
+			// A task blocked sending to a stopped one (backpressure) never
+			// reads its Stop mail: after a grace period, in which sinks
+			// run their commit of the savepoint, the attempt is cancelled.
+			if cancel := jm.cancelRun; cancel != nil {
+				time.AfterFunc(stopGrace, func() { cancel(errJobStopped) })
+			}
 			jm.postAll(ctx, func(t *runtime.Task) runtime.Mail { return t.Stop() })
 			jm.coord.Stop(jm.now(), "job stopped with a savepoint")
 		}
@@ -682,6 +709,12 @@ func (jm *JobMaster) trigger(ctx context.Context, d checkpoint.TriggerCheckpoint
 		jm.post(ctx, t, t.TriggerCheckpoint(d.ID, d.Timestamp, opts))
 	}
 }
+
+// errJobStopped cancels the tasks of a job stopped with a savepoint that did
+// not end within stopGrace.
+var errJobStopped = errors.New("job stopped with a savepoint")
+
+const stopGrace = time.Second
 
 // idBlock is how many checkpoint ids one write of the id counter reserves.
 const idBlock = 100
