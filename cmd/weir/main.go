@@ -1,7 +1,10 @@
-// Command weir runs weir's bundled jobs and, in later releases, talks to a
-// running JobManager.
+// Command weir runs weir's bundled jobs and talks to a running JobManager's
+// REST API.
 //
-//	weir run wordcount [--input PATH] [--output DIR] [--parallelism N]
+//	weir demo
+//	weir run wordcount [--input PATH] [--output DIR] [--parallelism N] [--checkpoint-interval D --checkpoint-dir DIR] [--restore latest|PATH]
+//	weir nexmark gen --events N --output FILE
+//	weir list | info | cancel | checkpoint | savepoint | stop | checkpoints [--jobmanager URL]
 package main
 
 import (

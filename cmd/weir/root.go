@@ -18,6 +18,7 @@ func newRootCommand() *cobra.Command {
 	run.AddCommand(newWordCountCommand())
 	root.AddCommand(run, newDemoCommand())
 	root.AddCommand(newNexmarkCommand())
+	root.AddCommand(newClientCommands()...)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return flagError{err: err, cmd: c.CommandPath()}
 	})

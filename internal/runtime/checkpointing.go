@@ -230,10 +230,12 @@ func (t *Task) performCheckpoint(b Event, firstBarrierAt int64, alignmentMs int6
 		}
 		snaps, idx = append(snaps, snap), append(idx, i)
 	}
+	// The synchronous part is the operators' snapshots; forwarding the
+	// barrier (which may wait for queue space under backpressure) is not.
+	syncDur := time.Since(start)
 	for _, w := range t.cfg.Writers {
 		w.Broadcast(b)
 	}
-	syncDur := time.Since(start)
 	ack := TaskAck{Task: t.cfg.ID, ID: b.ID, Sync: syncDur, Alignment: time.Duration(alignmentMs) * time.Millisecond}
 	if firstBarrierAt > 0 && b.Timestamp > 0 {
 		ack.StartDelay = time.Duration(max(0, firstBarrierAt-b.Timestamp)) * time.Millisecond

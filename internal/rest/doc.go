@@ -1,0 +1,57 @@
+// Package rest serves the JobManager's REST API, modelled on Flink's: the
+// same paths, JSON field names and units (milliseconds, bytes, epoch
+// milliseconds), so that Flink users and their scripts feel at home. The
+// API is also served under the /v1 prefix.
+//
+//	GET    /overview                                   cluster overview
+//	GET    /config                                     dashboard configuration
+//	GET    /taskmanagers                               TaskManagers
+//	GET    /jobs                                       job ids and statuses
+//	GET    /jobs/overview                              jobs with times and task counts
+//	GET    /jobs/{jobid}                               job details: vertices, metrics, backpressure, plan
+//	PATCH  /jobs/{jobid}?mode=cancel                   cancel (202)
+//	GET    /jobs/{jobid}/exceptions[?maxExceptions=N]  failures, newest first
+//	GET    /jobs/{jobid}/checkpoints                   counts, summary, latest, history
+//	GET    /jobs/{jobid}/checkpoints/config            checkpointing configuration
+//	GET    /jobs/{jobid}/checkpoints/details/{cid}     one checkpoint, per vertex
+//	GET    /jobs/{jobid}/checkpoints/details/{cid}/subtasks/{vertexid}
+//	POST   /jobs/{jobid}/checkpoints                   trigger a checkpoint (202 {"request-id"})
+//	GET    /jobs/{jobid}/checkpoints/{triggerid}       its status
+//	POST   /jobs/{jobid}/savepoints                    trigger a savepoint (202 {"request-id"})
+//	GET    /jobs/{jobid}/savepoints/{triggerid}        its status (also of /stop)
+//	POST   /jobs/{jobid}/stop                          stop with a savepoint (202 {"request-id"})
+//
+// Checkpoints, savepoints and stops are asynchronous operations, as in
+// Flink: the POST answers 202 with a request id at once, and the status
+// path answers {"status":{"id":"IN_PROGRESS"}} until it reports
+// {"status":{"id":"COMPLETED"},"operation":{...}} with the checkpoint id,
+// the savepoint location, or a "failure-cause". The server runs each
+// operation on a goroutine it tracks and keeps the results of the last
+// Options.MaxOperations operations.
+//
+// Errors are {"errors": ["..."]} with 400 (malformed body, bad id or
+// parameter), 401 (token), 404 (unknown path, job, checkpoint, vertex or
+// request id), 405 (method, with Allow), 409 (the job has ended), 413
+// (body too large) or 429 (too many operations in progress). Bad input
+// never causes a 5xx.
+//
+// The server knows weir only through the small JobManager and Job
+// interfaces; internal/rest/resttest has an in-memory implementation.
+//
+// # Security
+//
+// The server listens on 127.0.0.1:8081 by default. With Options.Token set,
+// every request (the dashboard and /metrics included) needs
+// "Authorization: Bearer <token>"; Validate refuses an address reachable
+// from other machines without a token.
+//
+// # Usage
+//
+//	srv, err := rest.New(jm, rest.Options{Token: token, Handlers: map[string]http.Handler{
+//		"/":            dashboard,
+//		"GET /metrics": promhttp.Handler(),
+//	}})
+//	if err != nil { ... }
+//	defer srv.Close()
+//	err = srv.Serve(ctx) // until ctx is done or Close
+package rest
