@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"regexp"
 
 	"github.com/weirstream/weir/connector"
@@ -246,6 +248,14 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 	jmOpts, err := jobMasterOptions(opts)
 	if err != nil {
 		return nil, err
+	}
+	if opts.StateBackend == "pebble" {
+		// Working files of an earlier process of this job are useless: state
+		// comes back from checkpoints. (One process per JobID and LocalStateDir.)
+		dir := filepath.Join(opts.LocalStateDir, unsafeName.ReplaceAllString(opts.JobID, "_"))
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, fmt.Errorf("weir: clear the local state directory: %w", err)
+		}
 	}
 	logger := opts.Logger.With("job", opts.JobID)
 	deploy := func(ctx context.Context, attempt int, restore *jobmaster.Restored, resp runtime.Responder) (*jobmaster.Deployment, error) {

@@ -1,6 +1,8 @@
 package weir
 
 import (
+	"errors"
+
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/runtime"
 )
@@ -126,7 +128,7 @@ type keyedCoProcessOp[K comparable, A, B, OUT any] struct {
 }
 
 func (o *keyedCoProcessOp[K, A, B, OUT]) Open() error {
-	if err := o.ctx.keyed.restore(); err != nil {
+	if err := o.ctx.keyed.open(); err != nil {
 		return err
 	}
 	return openClose[*KeyedContext[K]]{o.fn, o.ctx}.open()
@@ -143,7 +145,8 @@ func (o *keyedCoProcessOp[K, A, B, OUT]) NotifyCheckpointAborted(id int64) error
 }
 func (o *keyedCoProcessOp[K, A, B, OUT]) Finish() error { return nil }
 func (o *keyedCoProcessOp[K, A, B, OUT]) Close() error {
-	return openClose[*KeyedContext[K]]{o.fn, o.ctx}.close()
+	err := openClose[*KeyedContext[K]]{o.fn, o.ctx}.close()
+	return errors.Join(err, o.ctx.keyed.close())
 }
 func (o *keyedCoProcessOp[K, A, B, OUT]) input1() runtime.Output[A] { return &o.in1 }
 func (o *keyedCoProcessOp[K, A, B, OUT]) input2() runtime.Output[B] { return &o.in2 }

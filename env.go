@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"reflect"
 
 	"github.com/weirstream/weir/internal/checkpoint"
@@ -266,6 +267,9 @@ type opEnv struct {
 	sides       map[string]any // side-output tag id -> runtime.Output[X]
 	ctx         context.Context
 	attempt     int
+	// backend and stateDir choose the keyed state backend and its local
+	// working directory (pebble).
+	backend, stateDir string
 	// restored is the operator's state from the checkpoint restored, nil
 	// when there is none.
 	restored  *restoredState
@@ -291,6 +295,8 @@ func (bc *buildCtx) opEnv(n *nodeBase, s int) *opEnv {
 		env.keyGroups = keygroup.RangeFor(bc.opts.MaxParallelism, par, s)
 	}
 	env.attempt, env.responder, env.taskID = bc.attempt, bc.responder, bc.task(n, s).ID
+	env.backend = bc.opts.StateBackend
+	env.stateDir = filepath.Join(bc.opts.LocalStateDir, unsafeName.ReplaceAllString(bc.opts.JobID, "_"))
 	env.restored = bc.restoreFor(n, s, par, env)
 	if len(n.sides) > 0 {
 		env.sides = make(map[string]any, len(n.sides))

@@ -98,12 +98,17 @@ type harnessResult struct {
 // returns what fired; it fails t unless the committed output is exactly the
 // expected multiset.
 func runHarness(t *testing.T, seed uint64) harnessResult {
+	return runHarnessOn(t, seed, "heap")
+}
+
+func runHarnessOn(t *testing.T, seed uint64, backend string) harnessResult {
 	t.Helper()
 	const records, keys = 4000, 61
 	plan := newFaultPlan(seed)
 	rng := rand.New(rand.NewPCG(seed, 99))
 
-	opts := weir.Options{Parallelism: 2, JobID: fmt.Sprint("harness-", seed), Restart: "fixed-delay:attempts=100,delay=0"}
+	opts := weir.Options{Parallelism: 2, JobID: fmt.Sprint("harness-", backend, "-", seed), Restart: "fixed-delay:attempts=100,delay=0",
+		StateBackend: backend, LocalStateDir: t.TempDir()}
 	opts.Checkpointing.Interval = time.Duration(2+rng.IntN(8)) * time.Millisecond
 	opts.Checkpointing.TolerableFailures = -1
 	opts.Checkpointing.MaxConcurrent = 1 + rng.IntN(2)
@@ -239,5 +244,16 @@ func TestExactlyOnceHarness(t *testing.T) {
 	}
 	if storageFaults.Load() < 3 {
 		t.Errorf("storage faults fired %d times; want at least 3", storageFaults.Load())
+	}
+}
+
+// TestExactlyOnceHarnessPebble runs the harness on the pebble backend.
+func TestExactlyOnceHarnessPebble(t *testing.T) {
+	seeds := 20
+	if testing.Short() {
+		seeds = 3
+	}
+	for seed := range seeds {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { runHarnessOn(t, uint64(1000+seed), "pebble") })
 	}
 }

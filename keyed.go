@@ -1,7 +1,10 @@
 package weir
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"path/filepath"
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/graph"
@@ -9,6 +12,7 @@ import (
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/internal/statebackend"
 	"github.com/weirstream/weir/internal/statebackend/heap"
+	"github.com/weirstream/weir/internal/statebackend/pebble"
 	"github.com/weirstream/weir/state"
 )
 
@@ -68,7 +72,33 @@ type keyedEnv[K comparable] struct {
 }
 
 func newKeyedEnv[K comparable](env *opEnv, c codec.Codec[K]) *keyedEnv[K] {
-	return &keyedEnv[K]{backend: heap.New[K](env.keyGroups, c), codec: c, groups: env.keyGroups, maxPar: env.maxPar, env: env}
+	return &keyedEnv[K]{codec: c, groups: env.keyGroups, maxPar: env.maxPar, env: env}
+}
+
+// open creates the operator's state backend and restores its state; it
+// runs in the operator's Open, before the user function's.
+func (k *keyedEnv[K]) open() error {
+	switch k.env.backend {
+	case "pebble":
+		dir := filepath.Join(k.env.stateDir, fmt.Sprintf("%s-%d-a%d", unsafeName.ReplaceAllString(k.env.uid, "_"), k.env.subtask, k.env.attempt))
+		b, err := pebble.New[K](k.groups, k.codec, pebble.Options{Dir: dir, Logger: k.env.logger,
+			OnError: func(err error) { runtime.Fail(fmt.Errorf("pebble state backend: %w", err)) }})
+		if err != nil {
+			return fmt.Errorf("open pebble state backend: %w", err)
+		}
+		k.backend = b
+	default:
+		k.backend = heap.New[K](k.groups, k.codec)
+	}
+	return k.restore()
+}
+
+// close releases the backend (the pebble backend's files).
+func (k *keyedEnv[K]) close() error {
+	if c, ok := k.backend.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 // restore loads the operator's keyed state, if the job was restored.
@@ -114,7 +144,17 @@ func Value[T any, K comparable](ctx *KeyedContext[K], name string) (state.Value[
 func ValueWithCodec[T any, K comparable](ctx *KeyedContext[K], name string, c codec.Codec[T]) (state.Value[T], error) {
 	switch b := ctx.keyed.backend.(type) {
 	case *heap.Backend[K]:
-		return heap.NewValueState(b, name, c)
+		s, err := heap.NewValueState(b, name, c)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	case *pebble.Backend[K]:
+		s, err := pebble.NewValueState(b, name, c)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	return nil, fmt.Errorf("value state %q: backend %q does not support value state", name, ctx.keyed.backend.Kind())
 }
@@ -171,7 +211,7 @@ type keyedProcessOp[K comparable, T, U any] struct {
 }
 
 func (o *keyedProcessOp[K, T, U]) Open() error {
-	if err := o.ctx.keyed.restore(); err != nil {
+	if err := o.ctx.keyed.open(); err != nil {
 		return err
 	}
 	return openClose[*KeyedContext[K]]{o.fn, o.ctx}.open()
@@ -188,7 +228,8 @@ func (o *keyedProcessOp[K, T, U]) NotifyCheckpointAborted(id int64) error {
 }
 func (o *keyedProcessOp[K, T, U]) Finish() error { return nil }
 func (o *keyedProcessOp[K, T, U]) Close() error {
-	return openClose[*KeyedContext[K]]{o.fn, o.ctx}.close()
+	err := openClose[*KeyedContext[K]]{o.fn, o.ctx}.close()
+	return errors.Join(err, o.ctx.keyed.close())
 }
 
 func (o *keyedProcessOp[K, T, U]) Emit(rec T, ts int64) {

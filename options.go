@@ -3,6 +3,8 @@ package weir
 import (
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"runtime"
 	"time"
 
@@ -29,9 +31,12 @@ type Options struct {
 	// before its sender blocks (backpressure). Default: 4; range [1, 1024].
 	QueueSize int
 	// StateBackend is where keyed state lives while the job runs: "heap"
-	// (Go maps in memory). Default: "heap". ("pebble" arrives with the state
-	// issue.)
+	// (Go maps in memory, copy-on-write snapshots) or "pebble" (an LSM tree
+	// on local disk: state larger than memory). Default: "heap".
 	StateBackend string
+	// LocalStateDir is where the pebble backend keeps its working files,
+	// under <LocalStateDir>/<JobID>/. Default: <os.TempDir()>/weir-state.
+	LocalStateDir string
 	// JobID identifies the job in logs and to connectors. Default: the job
 	// name given to Execute.
 	JobID string
@@ -132,6 +137,9 @@ func (o *Options) EnsureDefaults() {
 	if o.StateBackend == "" {
 		o.StateBackend = "heap"
 	}
+	if o.LocalStateDir == "" {
+		o.LocalStateDir = filepath.Join(os.TempDir(), "weir-state")
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -169,8 +177,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("weir: Options.BatchSize is %d; want 1..1048576 (0 means 1024)", o.BatchSize)
 	case o.QueueSize < 1 || o.QueueSize > 1024:
 		return fmt.Errorf("weir: Options.QueueSize is %d; want 1..1024 (0 means 4)", o.QueueSize)
-	case o.StateBackend != "heap":
-		return fmt.Errorf("weir: Options.StateBackend is %q; want \"heap\"", o.StateBackend)
+	case o.StateBackend != "heap" && o.StateBackend != "pebble":
+		return fmt.Errorf("weir: Options.StateBackend is %q; want \"heap\" or \"pebble\"", o.StateBackend)
 	}
 	c := o.Checkpointing
 	switch {

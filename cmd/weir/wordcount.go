@@ -32,6 +32,7 @@ type wordCountFlags struct {
 	interval    time.Duration
 	ckptDir     string
 	restore     string
+	backend     string
 }
 
 func newWordCountCommand() *cobra.Command {
@@ -53,6 +54,7 @@ output directory. Without --input it counts a bundled demo text.`,
 	c.Flags().IntVar(&f.parallelism, "parallelism", 2, "number of subtasks per operator")
 	c.Flags().DurationVar(&f.interval, "checkpoint-interval", 0, "take a checkpoint this often (e.g. 1s); 0 disables periodic checkpoints")
 	c.Flags().StringVar(&f.ckptDir, "checkpoint-dir", "", "checkpoint storage: a directory, file:///path or memory://name (default: in memory)")
+	c.Flags().StringVar(&f.backend, "state-backend", "heap", `where keyed state lives: "heap" or "pebble"`)
 	c.Flags().StringVar(&f.restore, "restore", "", `resume from "latest" (the newest complete checkpoint in --checkpoint-dir) or from a checkpoint or savepoint path`)
 	return c
 }
@@ -91,7 +93,10 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	opts := weir.Options{Parallelism: f.parallelism, JobID: "wordcount", Restore: f.restore}
+	if f.backend != "heap" && f.backend != "pebble" {
+		return fmt.Errorf("--state-backend is %q: use heap or pebble", f.backend)
+	}
+	opts := weir.Options{Parallelism: f.parallelism, JobID: "wordcount", Restore: f.restore, StateBackend: f.backend}
 	opts.Checkpointing.Interval = f.interval
 	if f.ckptDir != "" {
 		opts.Checkpointing.Storage = f.ckptDir

@@ -134,6 +134,21 @@ func TestWordCountMatchesReference(t *testing.T) {
 	}
 }
 
+func TestWordCountPebbleWithCheckpoints(t *testing.T) {
+	dir := t.TempDir()
+	input := multilingualText(t, dir, 2000)
+	text, _ := os.ReadFile(input)
+	out := filepath.Join(dir, "out")
+	_, stderr, code := runWeir(t, "run", "wordcount", "--input", input, "--output", out, "--parallelism", "2",
+		"--state-backend", "pebble", "--checkpoint-interval", "20ms", "--checkpoint-dir", filepath.Join(dir, "ck"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if got, want := readResult(t, out), referenceCounts(string(text)); !slices.Equal(got, want) {
+		t.Fatalf("result differs from the reference: %d lines, want %d", len(got), len(want))
+	}
+}
+
 func TestWordCountDirectoryInputAndRerun(t *testing.T) {
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in")

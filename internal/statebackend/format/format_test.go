@@ -272,9 +272,9 @@ func TestReadRejectsCorruptInput(t *testing.T) {
 	}
 
 	// Versions from the future are their own error.
-	h2, d := with(func(_ *checkpoint.KeyedStateHandle, d []byte) []byte { d[4] = 2; return d })
+	h2, d := with(func(_ *checkpoint.KeyedStateHandle, d []byte) []byte { d[4] = Version + 1; return d })
 	if _, err := Open(h2, d); !errors.Is(err, ErrVersion) {
-		t.Errorf("version 2: err = %v", err)
+		t.Errorf("version %d: err = %v", Version+1, err)
 	}
 
 	// Blocks are checked when read.

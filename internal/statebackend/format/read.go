@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/keygroup"
@@ -40,8 +42,10 @@ func CheckHandle(h checkpoint.KeyedStateHandle) error {
 // checked, its blocks are parsed on demand.
 type File struct {
 	data    []byte
+	version int
 	groups  keygroup.Range
 	offsets []int64
+	infos   []StateInfo // sorted by name
 }
 
 // Open checks the header of data, the bytes of the file of h, against h. It
@@ -69,6 +73,13 @@ func Open(h checkpoint.KeyedStateHandle, data []byte) (*File, error) {
 	if start != uint64(h.StartGroup) || end != uint64(h.EndGroup) {
 		return nil, corrupt("file covers key groups [%d, %d), its handle says [%d, %d)", start, end, h.StartGroup, h.EndGroup)
 	}
+	var infos []StateInfo
+	if version >= 2 {
+		var err error
+		if infos, err = r.infos(); err != nil {
+			return nil, err
+		}
+	}
 	prev := int64(r.pos)
 	for i, off := range h.Offsets {
 		// Every block takes at least two bytes (its key group and its
@@ -84,7 +95,54 @@ func Open(h checkpoint.KeyedStateHandle, data []byte) (*File, error) {
 	if len(h.Offsets) == 0 && len(data) != r.pos {
 		return nil, corrupt("file covers no key groups but has %d bytes after its header", len(data)-r.pos)
 	}
-	return &File{data: data, groups: keygroup.Range{Start: h.StartGroup, End: h.EndGroup}, offsets: h.Offsets}, nil
+	return &File{data: data, version: int(version), groups: keygroup.Range{Start: h.StartGroup, End: h.EndGroup}, offsets: h.Offsets, infos: infos}, nil
+}
+
+// infos reads the state descriptions of a version-2 header.
+func (r *reader) infos() ([]StateInfo, error) {
+	n := r.count("state description count", 3) // a name length, a kind and flags
+	if r.err != nil {
+		return nil, r.err
+	}
+	infos := make([]StateInfo, 0, n)
+	for i := range n {
+		name := string(r.bytes("described state name"))
+		kind := r.uvarint("state kind")
+		flags := r.uvarint("state flags")
+		if r.err != nil {
+			return nil, fmt.Errorf("state description %d: %w", i, r.err)
+		}
+		in := StateInfo{Name: name, Kind: Kind(kind), Namespaced: flags&flagNamespaced != 0, TTL: flags&flagTTL != 0}
+		switch {
+		case i > 0 && name <= infos[i-1].Name:
+			return nil, corrupt("state description %q after %q: descriptions are not sorted by name", name, infos[i-1].Name)
+		case kind > 255 || !Kind(kind).valid():
+			return nil, corrupt("state %q has unknown kind %d", name, kind)
+		case flags&^knownFlags != 0:
+			return nil, corrupt("state %q has unknown flags %#x", name, flags)
+		case in.Plain():
+			return nil, corrupt("state %q is described as a plain value state, which files leave undescribed", name)
+		}
+		infos = append(infos, in)
+	}
+	return infos, nil
+}
+
+// Version returns the file's format version.
+func (f *File) Version() int { return f.version }
+
+// Infos returns the states the file describes, sorted by name: those with
+// entries in the file that are not plain. Every other state of the file is
+// plain.
+func (f *File) Infos() []StateInfo { return slices.Clone(f.infos) }
+
+// Info returns the description of state name: the one in the header, or a
+// plain state's.
+func (f *File) Info(name string) StateInfo {
+	if i, ok := slices.BinarySearchFunc(f.infos, name, func(in StateInfo, name string) int { return strings.Compare(in.Name, name) }); ok {
+		return f.infos[i]
+	}
+	return PlainInfo(name)
 }
 
 // Groups returns the key groups the file covers.
@@ -104,13 +162,21 @@ func (f *File) BlockBytes(group int) ([]byte, error) {
 	return f.data[f.offsets[i]:end], nil
 }
 
-// Block returns the parsed block of group; see ParseBlock.
+// Block returns the parsed block of group (see ParseBlock), with the Info
+// of every state set from the file's header.
 func (f *File) Block(group int) (Block, error) {
 	b, err := f.BlockBytes(group)
 	if err != nil {
 		return Block{}, err
 	}
-	return ParseBlock(b, group)
+	blk, err := ParseBlock(b, group)
+	if err != nil {
+		return Block{}, err
+	}
+	for i := range blk.States {
+		blk.States[i].Info = f.Info(blk.States[i].Name)
+	}
+	return blk, nil
 }
 
 // Block is the state of one key group.
@@ -124,8 +190,12 @@ type Block struct {
 // bytes given to ParseBlock.
 type StateBlock struct {
 	Name    string
-	Entries int    // number of entries, at least one
-	raw     []byte // the entries, checked by ParseBlock
+	Entries int // number of entries, at least one
+	// Info describes the state's entries. File.Block sets it from the
+	// file's header; ParseBlock, which sees no header, sets a plain
+	// state's.
+	Info StateInfo
+	raw  []byte // the entries, checked by ParseBlock
 }
 
 // Clone returns s with its entries copied out of the bytes it was parsed
@@ -200,7 +270,7 @@ func parseBlock(b []byte, group int) (Block, error) {
 			}
 			prev = k
 		}
-		blk.States = append(blk.States, StateBlock{Name: name, Entries: entries, raw: b[start:r.pos]})
+		blk.States = append(blk.States, StateBlock{Name: name, Entries: entries, Info: PlainInfo(name), raw: b[start:r.pos]})
 	}
 	if r.pos != len(b) {
 		return Block{}, corrupt("%d bytes after the block's last state", len(b)-r.pos)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
+	"slices"
 
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/keygroup"
@@ -14,18 +16,21 @@ import (
 const (
 	// Magic starts every file.
 	Magic = "WKST"
-	// Version is the format version this package writes. Readers accept
-	// versions up to it.
-	Version = 1
+	// Version is the newest format version: this package reads versions 1
+	// to Version. A Writer writes version 1 when no state needs a
+	// description (see Writer.Describe), byte for byte what the version-1
+	// writer wrote, and version 2 otherwise.
+	Version = 2
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// Writer streams one file. Call, for every key group of the range in order,
-// StartGroup, then for each of its states StartState followed by that many
-// Entry calls (or CopyState), then EndGroup; finally Finish. The Writer checks
-// the order and the counts, so a bug in a backend gives an error instead of a
-// file that cannot be read back.
+// Writer streams one file. Call Describe first if any state of the file is
+// not plain (see StateInfo), then, for every key group of the range in
+// order, StartGroup, then for each of its states StartState followed by that
+// many Entry calls (or CopyState), then EndGroup; finally Finish. The Writer
+// checks the order and the counts, so a bug in a backend gives an error
+// instead of a file that cannot be read back.
 //
 // Each block is written to the underlying writer with a single Write at
 // EndGroup (the header goes with the first block). The first error, from the
@@ -49,6 +54,8 @@ type Writer struct {
 	lastName    string
 	lastKey     []byte // copy of the previous key of the current state
 	hasKey      bool
+
+	described map[string]bool // names given to Describe (non-plain): whether StartState saw them
 }
 
 // NewWriter returns a Writer of a file covering the key groups in groups to
@@ -59,11 +66,63 @@ func NewWriter(w io.Writer, groups keygroup.Range) *Writer {
 		fw.err = fmt.Errorf("format: invalid key-group range %v", groups)
 		return fw
 	}
-	fw.buf = append(fw.buf, Magic...)
-	fw.buf = binary.AppendUvarint(fw.buf, Version)
-	fw.buf = binary.AppendUvarint(fw.buf, uint64(groups.Start))
-	fw.buf = binary.AppendUvarint(fw.buf, uint64(groups.End))
+	fw.buf = fw.appendHeader(fw.buf[:0], 1, nil)
 	return fw
+}
+
+func (fw *Writer) appendHeader(dst []byte, version uint64, infos []StateInfo) []byte {
+	dst = append(dst, Magic...)
+	dst = binary.AppendUvarint(dst, version)
+	dst = binary.AppendUvarint(dst, uint64(fw.groups.Start))
+	dst = binary.AppendUvarint(dst, uint64(fw.groups.End))
+	if version == 1 {
+		return dst
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(infos)))
+	for _, in := range infos {
+		dst = binary.AppendUvarint(dst, uint64(len(in.Name)))
+		dst = append(dst, in.Name...)
+		dst = binary.AppendUvarint(dst, uint64(in.Kind))
+		dst = binary.AppendUvarint(dst, in.flags())
+	}
+	return dst
+}
+
+// Describe declares how the states of the file lay out their entries. Call
+// it at most once, before the first StartGroup, with infos sorted by name
+// (strictly increasing). Plain states may be included and are left out, so
+// a caller can pass every state it writes; if none is left, the file is a
+// version-1 file. Every state described must then get entries in some
+// block of the file (Finish checks it): a file describes exactly the states
+// that are not plain and have entries in it, so that the same state always
+// encodes to the same bytes.
+func (fw *Writer) Describe(infos ...StateInfo) error {
+	switch {
+	case fw.err != nil:
+		return fw.err
+	case fw.described != nil || fw.inGroup || len(fw.offsets) > 0:
+		return fw.fail("Describe after StartGroup or twice")
+	}
+	var keep []StateInfo
+	for i, in := range infos {
+		switch {
+		case i > 0 && in.Name <= infos[i-1].Name:
+			return fw.fail("Describe: state %q after %q: infos must be sorted by name, each once", in.Name, infos[i-1].Name)
+		case !in.Kind.valid():
+			return fw.fail("Describe: state %q has unknown %v", in.Name, in.Kind)
+		case !in.Plain():
+			keep = append(keep, in)
+		}
+	}
+	fw.described = make(map[string]bool, len(keep))
+	if len(keep) == 0 {
+		return nil
+	}
+	for _, in := range keep {
+		fw.described[in.Name] = false
+	}
+	fw.buf = fw.appendHeader(fw.buf[:0], 2, keep)
+	return nil
 }
 
 func (fw *Writer) fail(format string, args ...any) error {
@@ -110,6 +169,9 @@ func (fw *Writer) startState(name string, entries int) error {
 	}
 	fw.statesLeft--
 	fw.hasName, fw.lastName, fw.hasKey = true, name, false
+	if _, ok := fw.described[name]; ok {
+		fw.described[name] = true
+	}
 	fw.buf = binary.AppendUvarint(fw.buf, uint64(len(name)))
 	fw.buf = append(fw.buf, name...)
 	fw.buf = binary.AppendUvarint(fw.buf, uint64(entries))
@@ -195,6 +257,11 @@ func (fw *Writer) Finish() (checkpoint.KeyedStateHandle, error) {
 		return checkpoint.KeyedStateHandle{}, fw.err
 	case fw.inGroup || fw.next != fw.groups.End:
 		return checkpoint.KeyedStateHandle{}, fw.fail("Finish after key group %d of %v", fw.next-1, fw.groups)
+	}
+	for _, name := range slices.Sorted(maps.Keys(fw.described)) {
+		if !fw.described[name] {
+			return checkpoint.KeyedStateHandle{}, fw.fail("state %q is described but has no entries in %v: describe only the states written", name, fw.groups)
+		}
 	}
 	if len(fw.buf) > 0 { // an empty range: the header alone
 		if err := fw.flush(); err != nil {

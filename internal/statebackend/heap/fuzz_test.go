@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/keygroup"
+	"github.com/weirstream/weir/state"
 )
 
 // fuzzRange is the backend's range in FuzzRestore; handles may cover more.
@@ -37,11 +39,41 @@ func decodeOffsets(b []byte) []int64 {
 	return offs
 }
 
+// fuzzClock is the fixed time of FuzzRestore's backends.
+const fuzzClock = 1_000_000
+
+// fuzzStates registers FuzzRestore's states: plain values "a" and "b", and
+// one state of each other layout. Registration may fail (restored bytes
+// need not decode); the bytes are then carried unregistered.
+type fuzzStates struct {
+	a    *ValueState[string, string]
+	n    *ValueState[string, int]
+	list *ListState[string, string]
+	m    *MapState[string, string, int]
+	ns   *NamespacedValueState[string, int64, string]
+	red  *ReducingState[string, int]
+}
+
+func registerFuzzStates(b *Backend[string]) fuzzStates {
+	var s fuzzStates
+	s.a, _ = NewValueState(b, "a", codec.String())
+	s.n, _ = NewValueState(b, "b", codec.Int())
+	s.list, _ = NewListState(b, "c", codec.String())
+	s.m, _ = NewMapState(b, "d", codec.String(), codec.Int())
+	s.ns, _ = NewNamespacedValueState(b, "e", codec.Int64(), codec.String())
+	s.red, _ = NewReducingState(b, "f", func(a, v int) int { return a + v }, codec.Int(),
+		WithTTL(state.TTLConfig{TTL: 10 * time.Millisecond}))
+	return s
+}
+
+func fuzzBackend(r keygroup.Range) *Backend[string] {
+	return NewWithOptions(r, codec.String(), Options{Clock: func() int64 { return fuzzClock }})
+}
+
 func fuzzSeeds(f *testing.F) {
 	for _, r := range []keygroup.Range{fuzzRange, {Start: 0, End: 8}, {Start: 4, End: 5}, {Start: 3, End: 3}} {
-		b := New(r, codec.String())
-		s, _ := NewValueState(b, "a", codec.String())
-		n, _ := NewValueState(b, "b", codec.Int())
+		b := fuzzBackend(r)
+		s := registerFuzzStates(b)
 		for i := range 40 {
 			k := fmt.Sprint("k", i)
 			g := keygroup.Of(codec.String().Append(nil, k), 8)
@@ -49,9 +81,21 @@ func fuzzSeeds(f *testing.F) {
 				continue
 			}
 			b.SetCurrentKey(k, g)
-			s.Update(fmt.Sprint("v", i))
+			s.a.Update(fmt.Sprint("v", i))
 			if i%2 == 0 {
-				n.Update(i)
+				s.n.Update(i)
+			}
+			if i%3 == 0 {
+				s.list.AddAll([]string{"x", k})
+				s.m.Put(k, i)
+				s.m.Put("z", -i)
+			}
+			if i%4 == 0 {
+				s.ns.SetCurrentNamespace(int64(i))
+				s.ns.Update(k)
+				s.ns.SetCurrentNamespace(-1)
+				s.ns.Update("minus")
+				s.red.Add(i)
 			}
 		}
 		snap, _ := b.Snapshot(1)
@@ -89,18 +133,17 @@ func FuzzRestore(f *testing.F) {
 			EndGroup:   int(end),
 			Offsets:    decodeOffsets(offs),
 		}
-		b := New(fuzzRange, codec.String())
+		b := fuzzBackend(fuzzRange)
 		if err := b.Restore([]checkpoint.KeyedStateHandle{h}, func(checkpoint.KeyedStateHandle) ([]byte, error) { return data, nil }); err != nil {
 			return
 		}
-		// Registration may fail (the values need not decode); the bytes are
-		// then carried unregistered.
-		NewValueState(b, "a", codec.String())
-		NewValueState(b, "b", codec.Int())
+		registerFuzzStates(b)
 		first := checkpointTo(t, b, 1)
-		b2, _ := restore(t, fuzzRange, codec.String(), []file{first})
-		NewValueState(b2, "a", codec.String())
-		NewValueState(b2, "b", codec.Int())
+		b2 := fuzzBackend(fuzzRange)
+		if err := b2.Restore([]checkpoint.KeyedStateHandle{first.h}, func(checkpoint.KeyedStateHandle) ([]byte, error) { return first.data, nil }); err != nil {
+			t.Fatalf("restoring a snapshot: %v", err)
+		}
+		registerFuzzStates(b2)
 		if second := checkpointTo(t, b2, 2); !bytes.Equal(first.data, second.data) {
 			t.Fatalf("restoring a snapshot changed it:\n%x\n%x", first.data, second.data)
 		}

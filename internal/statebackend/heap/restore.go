@@ -11,7 +11,9 @@ import (
 
 // Restore implements statebackend.KeyedBackend. It checks every block it
 // loads completely (structure, order of states and keys) but decodes no key
-// or value: NewValueState does, with the state's codec. The entries of each
+// or value: the state's constructor does, with the state's codecs, after
+// checking that the state is registered as it was written (same kind,
+// namespaces and TTL, from the file's state descriptions). The entries of each
 // state and key group are copied out of the bytes open returns, so neither a
 // handle's bytes nor the entries of a state once registered stay in memory.
 //
@@ -67,9 +69,12 @@ func (b *Backend[K]) restoreHandle(i int, h checkpoint.KeyedStateHandle, open fu
 		}
 		for _, sb := range blk.States {
 			st := states[sb.Name]
-			if st == nil {
-				st = &namedState{raw: make([]format.StateBlock, b.groups.Len())}
+			switch {
+			case st == nil:
+				st = &namedState{raw: make([]format.StateBlock, b.groups.Len()), info: sb.Info}
 				states[sb.Name] = st
+			case st.info != sb.Info:
+				return fmt.Errorf("key group %d: state %q is described as %v, but as %v in another key group: %w", g, sb.Name, sb.Info, st.info, format.ErrCorrupt)
 			}
 			st.raw[slot] = sb.Clone()
 		}

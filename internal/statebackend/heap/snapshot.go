@@ -1,14 +1,12 @@
 package heap
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"sync/atomic"
 
-	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/internal/statebackend"
@@ -18,28 +16,30 @@ import (
 // Snapshot implements statebackend.KeyedBackend. It takes a new version,
 // captures the map of every state and key group (a slice of map references
 // per state: O(states × key groups), no entry is copied) and marks them
-// frozen until the snapshot is released.
+// frozen until the snapshot is released. It reads the clock once: entries
+// of TTL states that are expired at that time are left out of the
+// snapshot.
 func (b *Backend[K]) Snapshot(id int64) (statebackend.Snapshot, error) {
 	if b.keyCodec == nil {
 		return nil, fmt.Errorf("heap backend: snapshot %d: the backend has no key codec", id)
 	}
+	now := b.now()
 	b.version++
 	s := &snapshot[K]{
 		b:       b,
 		id:      id,
 		version: b.version,
 		groups:  b.groups,
-		names:   slices.Clone(b.names),
 		states:  make([]captured, len(b.names)),
 	}
 	for i, name := range b.names {
 		st := b.states[name]
 		if st.typed != nil {
-			s.states[i] = st.typed.capture()
+			s.states[i] = st.typed.capture(now)
 		} else {
 			// Restored bytes are never modified, only dropped when the
 			// state registers, so the snapshot can share them.
-			s.states[i] = rawCapture(st.raw)
+			s.states[i] = rawCapture{blocks: st.raw, info: st.info}
 		}
 	}
 	b.live = append(b.live, s.version)
@@ -77,8 +77,7 @@ type snapshot[K comparable] struct {
 	id      int64
 	version uint64
 	groups  keygroup.Range
-	names   []string   // sorted
-	states  []captured // parallel to names
+	states  []captured // sorted by name
 	phase   atomic.Int32
 }
 
@@ -97,12 +96,31 @@ func (s *snapshot[K]) WriteState(w io.Writer) (h checkpoint.KeyedStateHandle, er
 			h, err = checkpoint.KeyedStateHandle{}, fmt.Errorf("heap snapshot of checkpoint %d: encoding panicked: %v", s.id, r)
 		}
 	}()
+	// Count first: the header describes the states that have entries, and
+	// each block starts with its number of states.
+	slots := s.groups.Len()
+	counts := make([]int, len(s.states)*slots) // [state*slots+slot]
+	var infos []format.StateInfo
+	for i, c := range s.states {
+		some := false
+		for slot := range slots {
+			n := c.entries(slot)
+			counts[i*slots+slot] = n
+			some = some || n > 0
+		}
+		if some {
+			infos = append(infos, c.stateInfo())
+		}
+	}
 	fw := format.NewWriter(w, s.groups)
+	if err := fw.Describe(infos...); err != nil {
+		return h, fmt.Errorf("heap snapshot of checkpoint %d: %w", s.id, err)
+	}
 	var sc scratch
-	for slot := range s.groups.Len() {
+	for slot := range slots {
 		n := 0
-		for _, c := range s.states {
-			if c.entries(slot) > 0 {
+		for i := range s.states {
+			if counts[i*slots+slot] > 0 {
 				n++
 			}
 		}
@@ -110,11 +128,10 @@ func (s *snapshot[K]) WriteState(w io.Writer) (h checkpoint.KeyedStateHandle, er
 			return h, fmt.Errorf("heap snapshot of checkpoint %d: %w", s.id, err)
 		}
 		for i, c := range s.states {
-			if c.entries(slot) == 0 {
-				continue
-			}
-			if err := c.write(fw, s.names[i], slot, &sc); err != nil {
-				return h, fmt.Errorf("heap snapshot of checkpoint %d: %w", s.id, err)
+			if n := counts[i*slots+slot]; n > 0 {
+				if err := c.write(fw, slot, n, &sc); err != nil {
+					return h, fmt.Errorf("heap snapshot of checkpoint %d: %w", s.id, err)
+				}
 			}
 		}
 		if err := fw.EndGroup(); err != nil {
@@ -151,49 +168,23 @@ func (s *snapshot[K]) Release() {
 type scratch struct {
 	buf     []byte
 	entries []span
+	key     []byte // the current key's bytes, for namespaced states
 }
 
 // span locates one encoded entry in scratch.buf: key buf[k:v], value
 // buf[v:end].
 type span struct{ k, v, end int }
 
-type valueCapture[K comparable, V any] struct {
-	maps       []map[K]V // by slot; frozen
-	keyCodec   codec.Codec[K]
-	valueCodec codec.Codec[V]
-}
-
-func (c *valueCapture[K, V]) entries(slot int) int { return len(c.maps[slot]) }
-
-func (c *valueCapture[K, V]) write(w *format.Writer, name string, slot int, sc *scratch) error {
-	m := c.maps[slot]
-	sc.buf, sc.entries = sc.buf[:0], sc.entries[:0]
-	for k, v := range m {
-		e := span{k: len(sc.buf)}
-		sc.buf = c.keyCodec.Append(sc.buf, k)
-		e.v = len(sc.buf)
-		sc.buf = c.valueCodec.Append(sc.buf, v)
-		e.end = len(sc.buf)
-		sc.entries = append(sc.entries, e)
-	}
-	buf := sc.buf
-	slices.SortFunc(sc.entries, func(a, b span) int { return bytes.Compare(buf[a.k:a.v], buf[b.k:b.v]) })
-	if err := w.StartState(name, len(sc.entries)); err != nil {
-		return err
-	}
-	for _, e := range sc.entries {
-		if err := w.Entry(buf[e.k:e.v], buf[e.v:e.end]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // rawCapture is a restored, unregistered state: written back as it was read.
-type rawCapture []format.StateBlock
+type rawCapture struct {
+	blocks []format.StateBlock // by slot
+	info   format.StateInfo
+}
 
-func (c rawCapture) entries(slot int) int { return c[slot].Entries }
+func (c rawCapture) stateInfo() format.StateInfo { return c.info }
 
-func (c rawCapture) write(w *format.Writer, _ string, slot int, _ *scratch) error {
-	return w.CopyState(c[slot])
+func (c rawCapture) entries(slot int) int { return c.blocks[slot].Entries }
+
+func (c rawCapture) write(w *format.Writer, slot, _ int, _ *scratch) error {
+	return w.CopyState(c.blocks[slot])
 }

@@ -117,10 +117,10 @@ func mustValue[K comparable, V any](t testing.TB, b *Backend[K], name string) *V
 func contents[K comparable, V any](t testing.TB, s *ValueState[K, V]) map[K]V {
 	t.Helper()
 	out := map[K]V{}
-	for slot, tb := range s.tables {
-		for k, v := range tb.m {
-			if g := groupOf(s.b.keyCodec, k); g != s.b.groups.Start+slot {
-				t.Errorf("key %v of key group %d is in the table of key group %d", k, g, s.b.groups.Start+slot)
+	for slot, tb := range s.s.tables {
+		for k, v := range tb.flat {
+			if g := groupOf(s.s.b.keyCodec, k); g != s.s.b.groups.Start+slot {
+				t.Errorf("key %v of key group %d is in the table of key group %d", k, g, s.s.b.groups.Start+slot)
 			}
 			out[k] = v
 		}
@@ -129,12 +129,12 @@ func contents[K comparable, V any](t testing.TB, s *ValueState[K, V]) map[K]V {
 }
 
 func set[K comparable, V any](s *ValueState[K, V], k K, v V) {
-	s.b.SetCurrentKey(k, groupOf(s.b.keyCodec, k))
+	s.s.b.SetCurrentKey(k, groupOf(s.s.b.keyCodec, k))
 	s.Update(v)
 }
 
 func clearKey[K comparable, V any](s *ValueState[K, V], k K) {
-	s.b.SetCurrentKey(k, groupOf(s.b.keyCodec, k))
+	s.s.b.SetCurrentKey(k, groupOf(s.s.b.keyCodec, k))
 	s.Clear()
 }
 
@@ -448,15 +448,15 @@ func TestOverlappingSnapshots(t *testing.T) {
 			if len(b.live) != 0 || b.frozenBelow != 0 {
 				t.Fatalf("live snapshots %v, frozenBelow %d after all releases", b.live, b.frozenBelow)
 			}
-			for slot := range s.tables {
-				before := mapID(s.tables[slot].m)
+			for slot := range s.s.tables {
+				before := mapID(s.s.tables[slot].flat)
 				for _, k := range keys {
 					if groupOf(kc, k) == slot {
 						set(s, k, 1)
 						break
 					}
 				}
-				if before != 0 && mapID(s.tables[slot].m) != before {
+				if before != 0 && mapID(s.s.tables[slot].flat) != before {
 					t.Fatalf("key group %d: a write cloned the map with no snapshot in flight", slot)
 				}
 			}
@@ -471,27 +471,27 @@ func TestWriteAfterSnapshotClonesOncePerGroup(t *testing.T) {
 	s := mustValue[int, int](t, b, "v")
 	b.SetCurrentKey(1, 2)
 	s.Update(1)
-	m0 := mapID(s.tables[2].m)
+	m0 := mapID(s.s.tables[2].flat)
 	snap, _ := b.Snapshot(1)
 	defer snap.Release()
 	s.Value()
-	if mapID(s.tables[2].m) != m0 {
+	if mapID(s.s.tables[2].flat) != m0 {
 		t.Fatal("a read cloned the map")
 	}
 	b.SetCurrentKey(99, 2)
 	s.Clear() // absent key: nothing to copy
-	if mapID(s.tables[2].m) != m0 {
+	if mapID(s.s.tables[2].flat) != m0 {
 		t.Fatal("clearing an absent key cloned the map")
 	}
 	b.SetCurrentKey(1, 2)
 	s.Update(2)
-	m1 := mapID(s.tables[2].m)
+	m1 := mapID(s.s.tables[2].flat)
 	if m1 == m0 {
 		t.Fatal("the first write after the snapshot did not clone")
 	}
 	b.SetCurrentKey(3, 2)
 	s.Update(3)
-	if mapID(s.tables[2].m) != m1 {
+	if mapID(s.s.tables[2].flat) != m1 {
 		t.Fatal("the second write cloned again")
 	}
 }

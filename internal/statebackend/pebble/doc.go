@@ -1,0 +1,115 @@
+// Package pebble is the state backend that keeps keyed state in a pebble
+// database (github.com/cockroachdb/pebble/v2, an LSM tree) in a local
+// directory: state larger than memory, with only the block cache and the
+// memtables in RAM. Values are stored as their codec bytes, so every read
+// decodes and every write encodes.
+//
+// # Usage
+//
+//	b, err := pebble.New(keygroup.RangeFor(128, 4, 0), codec.String(), pebble.Options{Dir: dir})
+//	defer b.Close()
+//	count, err := pebble.NewValueState(b, "count", codec.Int())
+//	b.SetCurrentKey("alice", keygroup.Of(codec.String().Append(nil, "alice"), 128))
+//	n, _ := count.Value()
+//	count.Update(n + 1)
+//
+// # Key layout
+//
+//	keyGroup:2 big-endian | stateID:uvarint | key | namespace   →   value
+//
+// The key group comes first, so the key groups of a range are one contiguous
+// range of keys: a snapshot reads them with one iterator, and a rescaled
+// database can drop the groups it no longer owns with one range deletion.
+// State ids are assigned per state name when a name is first registered or
+// restored (from 1); the name → (id, kind, flags) map lives in the backend
+// and, under meta keys 0xff 's' name (after every entry, since key groups
+// are below 1<<15), in the database itself, so that an incremental
+// checkpoint carries it.
+//
+// What follows the state id is the entry key of the canonical format: the
+// key codec's bytes, then the namespace codec's bytes for a namespaced state
+// (none yet: windows will add them), and the value is the canonical entry
+// value (the value codec's bytes; a TTL prefix and the list and map
+// encodings for the other kinds of the format). Key codecs delimit their
+// own bytes (Codec.Decode reports how many it used), so a key's entries are
+// exactly the keys with prefix group|id|key, and the database's order of the
+// entries of one state in one key group is the canonical format's order:
+// snapshots stream entries without sorting and restores write them without
+// re-encoding.
+//
+// # Full snapshots (canonical)
+//
+// Backend.Snapshot takes a pebble snapshot (db.NewSnapshot: a sequence
+// number, O(1)) and the sorted list of state names. Its WriteState iterates
+// the key-group range of the pebble snapshot in order and writes the
+// canonical format of package format: the bytes the heap backend writes for
+// the same state, so checkpoints and savepoints restore into either backend
+// and at another parallelism. Release closes the pebble snapshot, letting
+// compactions drop the versions it kept.
+//
+// # Incremental snapshots (design hook)
+//
+// Backend.SnapshotIncremental flushes the memtable and creates a pebble
+// checkpoint (hard links) in a directory of the caller's, returning the
+// names of its data files. The runtime will build incremental checkpoints
+// on it (not yet implemented):
+//
+//  1. Synchronous part, on the barrier: files := SnapshotIncremental(n,
+//     <local>/chk-n).
+//  2. Asynchronous part: for each name in files that is not in the set of
+//     files the backend's previous confirmed checkpoints uploaded, upload it
+//     to <job>/shared/<backend-instance-uuid>-<name> (a name is unique per
+//     database instance, and a database instance is one backend, so the
+//     prefix makes it unique per job); reuse the shared paths of the others.
+//     Upload MANIFEST-*, OPTIONS-* and the marker files into chk-n/ as
+//     exclusive files. The keyed state handle lists the shared and exclusive
+//     files (new fields of checkpoint.KeyedStateHandle with a new Backend
+//     kind such as "pebble-incremental"). Then remove <local>/chk-n.
+//  3. On NotifyCheckpointComplete(n) the uploaded names become confirmed
+//     (only confirmed files are reused, as in Flink, so an aborted
+//     checkpoint's uploads are never referenced).
+//  4. The job master's shared-state registry counts, for every shared file,
+//     the retained checkpoints that reference it, and deletes the file when
+//     the count drops to zero (subsumption, discard).
+//  5. Restore downloads the files into a new directory, opens the database
+//     there (the name↔id map is in its meta keys) and, if the key-group
+//     range changed, deletes the groups outside its range with one range
+//     deletion per side; state from several old subtasks is merged by
+//     scanning their key groups of interest (or from canonical snapshots).
+//     The restored backend starts with the downloaded files as confirmed,
+//     under their existing shared paths, so it does not upload them again.
+//
+// Savepoints stay canonical (full snapshots).
+//
+// # Restore and registration
+//
+// Restore writes the entries of the canonical handles, as bytes, into the
+// database in batches; a state that is restored and never registered stays
+// there and goes into every later snapshot unchanged (whatever its kind).
+// Registering a restored state checks that it was written as the same kind
+// of state (as the heap backend does, with the same messages) and decodes
+// the first entry of each key group, so that a wrong codec fails at
+// registration; other entries are decoded when read.
+//
+// # Errors
+//
+// Value, Update and Clear have no error result (they implement
+// state.Value); a failure (a disk error, bytes the codec cannot decode, use
+// after Close) goes to Options.OnError, which the runtime sets to fail the
+// task.
+//
+// # Durability
+//
+// The database is a working copy: it has no write-ahead log and never
+// syncs a file, since after a failure the job restores from a checkpoint
+// into a new directory and never reopens this one. Checkpoints (full or
+// incremental) are what is durable.
+//
+// # Goroutines and closing
+//
+// New opens the database, which runs flushes and compactions on its own
+// goroutines; Close waits for running WriteState calls, releases any
+// snapshot not yet released, stops those goroutines and removes the
+// database directory. Everything else runs on the caller's goroutine (the
+// task's), except Snapshot.WriteState.
+package pebble

@@ -1,0 +1,115 @@
+package pebble
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Options configure a Backend. The zero value is not valid: Dir is required.
+type Options struct {
+	// Dir is the local working directory of the backend. New creates it if
+	// needed and opens the database in its subdirectory "db", which must not
+	// exist yet; Close removes that subdirectory, and Dir too if nothing else
+	// is left in it. Give every backend (every subtask of every keyed
+	// operator, and every attempt of the job) a directory of its own, on a
+	// local disk. Required.
+	Dir string
+	// CacheSize is the size in bytes of the backend's block cache: the
+	// uncompressed blocks of the database's files that reads keep in memory.
+	// Ignored when Cache is set. Default: 64 MiB.
+	CacheSize int64
+	// Cache, when set, is a block cache shared with other backends (made
+	// with NewCache; each backend takes its own reference, so the creator
+	// may release its reference with Cache.Unref once the backends are
+	// made). Default: nil, a cache of CacheSize for this backend alone.
+	Cache *pebble.Cache
+	// MemTableSize is the size in bytes of the in-memory table that takes
+	// writes before they are flushed to a file. Up to two may exist at once
+	// (one being flushed). Must be in [64 KiB, 4 GiB). Default: 8 MiB.
+	MemTableSize uint64
+	// FS is the file system the backend keeps its files in: the seam for
+	// in-memory (vfs.NewMem) and fault-injecting (errorfs) tests.
+	// Default: vfs.Default, the operating system's.
+	FS vfs.FS
+	// OnError is called when a state access (Value, Update or Clear) fails:
+	// a disk error, a closed backend, or stored bytes the state's codec
+	// cannot decode. Those methods have no error result (they implement
+	// state.Value), so the runtime passes a function that fails the task
+	// and does not return (runtime.Fail). If OnError returns, the access
+	// has no effect and Value reports no value. Default: panic with the
+	// error.
+	OnError func(error)
+	// Logger receives the database's own log messages. Default: discards
+	// them.
+	Logger *slog.Logger
+}
+
+// Defaults of Options.
+const (
+	DefaultCacheSize    = 64 << 20
+	DefaultMemTableSize = 8 << 20
+
+	minMemTableSize = 64 << 10
+	maxMemTableSize = 4 << 30
+)
+
+// NewCache returns a block cache of size bytes to share between backends
+// through Options.Cache. The caller holds one reference and releases it
+// with Unref.
+func NewCache(size int64) *pebble.Cache { return pebble.NewCache(size) }
+
+// EnsureDefaults fills the fields left zero with their defaults.
+func (o *Options) EnsureDefaults() {
+	if o.CacheSize == 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	if o.MemTableSize == 0 {
+		o.MemTableSize = DefaultMemTableSize
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.OnError == nil {
+		o.OnError = func(err error) { panic(err) }
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate reports the first field that is out of range, after defaults.
+func (o *Options) Validate() error {
+	switch {
+	case o.Dir == "":
+		return errors.New("pebble backend: Options.Dir is empty; set it to a local directory of the backend's own")
+	case o.CacheSize < 0:
+		return fmt.Errorf("pebble backend: Options.CacheSize is %d; it must be positive (0 for the default, %d)", o.CacheSize, DefaultCacheSize)
+	case o.MemTableSize < minMemTableSize || o.MemTableSize >= maxMemTableSize:
+		return fmt.Errorf("pebble backend: Options.MemTableSize is %d; it must be in [%d, %d) (0 for the default, %d)", o.MemTableSize, minMemTableSize, uint64(maxMemTableSize), DefaultMemTableSize)
+	}
+	return nil
+}
+
+// pebbleLogger sends the database's messages to a slog.Logger.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Info(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+// Fatalf is called by the database on an invariant violation it cannot
+// continue from. pebble's default logger exits the process; a panic at least
+// lets a test or a supervisor see the message.
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	p.l.Error(msg, "component", "pebble", "fatal", true)
+	panic("pebble: " + msg)
+}

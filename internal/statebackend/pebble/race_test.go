@@ -1,0 +1,5 @@
+//go:build race
+
+package pebble
+
+const raceEnabled = true
