@@ -130,33 +130,153 @@ func (k *keyedEnv[K]) setKey(key K) {
 	k.backend.SetCurrentKey(key, kg)
 }
 
+// StateOption configures a keyed state.
+type StateOption struct{ ttl *state.TTLConfig }
+
+// WithTTL makes a state's entries expire cfg.TTL after their last write (or
+// access, with state.OnReadAndWrite), in processing time: an expired value is
+// never returned, and expired entries are dropped on access and from
+// snapshots. (Heap backend; the pebble backend does not support TTL yet.)
+func WithTTL(cfg state.TTLConfig) StateOption { return StateOption{ttl: &cfg} }
+
+func heapOptions(name string, opts []StateOption) ([]heap.Option, error) {
+	var out []heap.Option
+	for _, o := range opts {
+		if o.ttl != nil {
+			if err := o.ttl.Validate(); err != nil {
+				return nil, fmt.Errorf("state %q: %w", name, err)
+			}
+			out = append(out, heap.WithTTL(*o.ttl))
+		}
+	}
+	return out, nil
+}
+
+func unsupported(kind, name, backend string) error {
+	return fmt.Errorf("%s state %q: not supported by the %s backend yet (use the heap backend)", kind, name, backend)
+}
+
 // Value returns the keyed value state named name of the function whose
 // context is ctx, with the built-in codec for T. Call it in Open.
-func Value[T any, K comparable](ctx *KeyedContext[K], name string) (state.Value[T], error) {
+func Value[T any, K comparable](ctx *KeyedContext[K], name string, opts ...StateOption) (state.Value[T], error) {
 	c, err := codec.Of[T]()
 	if err != nil {
 		return nil, fmt.Errorf("value state %q: %w (use ValueWithCodec)", name, err)
 	}
-	return ValueWithCodec(ctx, name, c)
+	return ValueWithCodec(ctx, name, c, opts...)
 }
 
 // ValueWithCodec is Value with a codec of the caller's for the values.
-func ValueWithCodec[T any, K comparable](ctx *KeyedContext[K], name string, c codec.Codec[T]) (state.Value[T], error) {
+func ValueWithCodec[T any, K comparable](ctx *KeyedContext[K], name string, c codec.Codec[T], opts ...StateOption) (state.Value[T], error) {
+	hopts, err := heapOptions(name, opts)
+	if err != nil {
+		return nil, err
+	}
 	switch b := ctx.keyed.backend.(type) {
 	case *heap.Backend[K]:
-		s, err := heap.NewValueState(b, name, c)
+		s, err := heap.NewValueState(b, name, c, hopts...)
 		if err != nil {
 			return nil, err
 		}
 		return s, nil
 	case *pebble.Backend[K]:
+		if len(hopts) > 0 {
+			return nil, unsupported("TTL value", name, "pebble")
+		}
 		s, err := pebble.NewValueState(b, name, c)
 		if err != nil {
 			return nil, err
 		}
 		return s, nil
 	}
-	return nil, fmt.Errorf("value state %q: backend %q does not support value state", name, ctx.keyed.backend.Kind())
+	return nil, unsupported("value", name, ctx.keyed.backend.Kind())
+}
+
+// List returns the keyed list state named name. Call it in Open.
+func List[T any, K comparable](ctx *KeyedContext[K], name string, opts ...StateOption) (state.List[T], error) {
+	c, err := codec.Of[T]()
+	if err != nil {
+		return nil, fmt.Errorf("list state %q: %w", name, err)
+	}
+	hopts, err := heapOptions(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	if b, ok := ctx.keyed.backend.(*heap.Backend[K]); ok {
+		s, err := heap.NewListState(b, name, c, hopts...)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	return nil, unsupported("list", name, ctx.keyed.backend.Kind())
+}
+
+// Map returns the keyed map state named name. Call it in Open.
+func Map[UK comparable, UV any, K comparable](ctx *KeyedContext[K], name string, opts ...StateOption) (state.Map[UK, UV], error) {
+	ukc, err := codec.Of[UK]()
+	if err != nil {
+		return nil, fmt.Errorf("map state %q: %w", name, err)
+	}
+	uvc, err := codec.Of[UV]()
+	if err != nil {
+		return nil, fmt.Errorf("map state %q: %w", name, err)
+	}
+	hopts, err := heapOptions(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	if b, ok := ctx.keyed.backend.(*heap.Backend[K]); ok {
+		s, err := heap.NewMapState(b, name, ukc, uvc, hopts...)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	return nil, unsupported("map", name, ctx.keyed.backend.Kind())
+}
+
+// Reducing returns the keyed reducing state named name: Add combines each
+// value into the current one with reduce. Call it in Open.
+func Reducing[T any, K comparable](ctx *KeyedContext[K], name string, reduce func(acc, v T) T, opts ...StateOption) (state.Reducing[T], error) {
+	c, err := codec.Of[T]()
+	if err != nil {
+		return nil, fmt.Errorf("reducing state %q: %w", name, err)
+	}
+	hopts, err := heapOptions(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	if b, ok := ctx.keyed.backend.(*heap.Backend[K]); ok {
+		s, err := heap.NewReducingState(b, name, reduce, c, hopts...)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	return nil, unsupported("reducing", name, ctx.keyed.backend.Kind())
+}
+
+// Aggregating returns the keyed aggregating state named name: Add folds
+// inputs into an accumulator with f, Get returns f's result. Call it in
+// Open.
+func Aggregating[IN, ACC, OUT any, K comparable](ctx *KeyedContext[K], name string, f state.AggregateFunction[IN, ACC, OUT], opts ...StateOption) (state.Aggregating[IN, OUT], error) {
+	c, err := codec.Of[ACC]()
+	if err != nil {
+		return nil, fmt.Errorf("aggregating state %q: %w", name, err)
+	}
+	hopts, err := heapOptions(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	if b, ok := ctx.keyed.backend.(*heap.Backend[K]); ok {
+		s, err := heap.NewAggregatingState(b, name, f, c, hopts...)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	return nil, unsupported("aggregating", name, ctx.keyed.backend.Kind())
 }
 
 func addKeyed[K comparable, IN, OUT any](s *KeyedStream[K, IN], name string, mk func(env *opEnv, out runtime.Output[OUT]) oneInputOp[IN]) *Stream[OUT] {

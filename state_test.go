@@ -1,0 +1,115 @@
+package weir_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/connectors/collect"
+	"github.com/weirstream/weir/connectors/datagen"
+	"github.com/weirstream/weir/state"
+)
+
+type avg struct{}
+
+func (avg) CreateAccumulator() [2]int64        { return [2]int64{} }
+func (avg) Add(v int64, acc [2]int64) [2]int64 { return [2]int64{acc[0] + v, acc[1] + 1} }
+func (avg) GetResult(acc [2]int64) float64     { return float64(acc[0]) / float64(acc[1]) }
+func (avg) Merge(a, b [2]int64) [2]int64       { return [2]int64{a[0] + b[0], a[1] + b[1]} }
+
+// allKinds keeps every kind of keyed state per key and reports them.
+type allKinds struct {
+	list  state.List[int64]
+	m     state.Map[int64, string]
+	sum   state.Reducing[int64]
+	mean  state.Aggregating[int64, float64]
+	fresh state.Value[int64]
+}
+
+func (f *allKinds) Open(ctx *weir.KeyedContext[int64]) (err error) {
+	if f.list, err = weir.List[int64](ctx, "list"); err != nil {
+		return err
+	}
+	if f.m, err = weir.Map[int64, string](ctx, "map"); err != nil {
+		return err
+	}
+	if f.sum, err = weir.Reducing(ctx, "sum", func(a, b int64) int64 { return a + b }); err != nil {
+		return err
+	}
+	if f.mean, err = weir.Aggregating[int64, [2]int64, float64](ctx, "mean", avg{}); err != nil {
+		return err
+	}
+	f.fresh, err = weir.Value[int64](ctx, "ttl", weir.WithTTL(state.TTLConfig{TTL: time.Hour}))
+	return err
+}
+
+func (f *allKinds) ProcessElement(ctx *weir.KeyedContext[int64], v int64, out weir.Collector[string]) error {
+	f.list.Add(v)
+	f.m.Put(v, fmt.Sprint("v", v))
+	f.sum.Add(v)
+	f.mean.Add(v)
+	f.fresh.Update(v)
+	if len(f.list.Get()) == 4 { // the last record of the key
+		s, _ := f.sum.Get()
+		m, _ := f.mean.Get()
+		last, _ := f.fresh.Value()
+		out.Collect(fmt.Sprintf("k%d list=%v map=%d sum=%d mean=%.2f last=%d", ctx.CurrentKey(), f.list.Get(), f.m.Len(), s, m, last))
+	}
+	return nil
+}
+
+func TestStateKindsThroughRecovery(t *testing.T) {
+	opts := weir.Options{Parallelism: 2, Restart: "fixed-delay:attempts=3,delay=0"}
+	opts.Checkpointing.Interval = 5 * time.Millisecond
+	env := weir.NewEnvironment(opts)
+	sink := collect.Transactional[string]()
+	var failed atomic.Bool
+	env.FromSource("nums", datagen.Sequence(0, 399).WithOptions(datagen.Options{RecordsPerSecond: 4000})).Parallelism(1).
+		Map("fail-once", func(v int64) int64 {
+			if v == 250 && !failed.Swap(true) {
+				panic("injected")
+			}
+			return v
+		}).Parallelism(1).
+		KeyBy(func(v int64) int64 { return v % 100 }).
+		Process("kinds", &allKinds{}).
+		SinkTo("out", sink)
+	job, err := env.ExecuteAsync(context.Background(), "kinds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if sum, _ := job.Checkpoints(); sum.Restarts != 1 || sum.Restored == 0 {
+		t.Fatalf("want one restart from a checkpoint, got %+v", sum)
+	}
+	var want []string
+	for k := int64(0); k < 100; k++ {
+		l := []int64{k, k + 100, k + 200, k + 300}
+		want = append(want, fmt.Sprintf("k%d list=%v map=4 sum=%d mean=%.2f last=%d", k, l, 4*k+600, float64(4*k+600)/4, k+300))
+	}
+	got := sink.Results()
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %d results, want %d\nfirst got:  %v\nfirst want: %v", len(got), len(want), got[:min(3, len(got))], want[:3])
+	}
+}
+
+func TestStateKindsNotOnPebbleSayWhy(t *testing.T) {
+	env := weir.NewEnvironment(weir.Options{Parallelism: 1, StateBackend: "pebble", LocalStateDir: t.TempDir()})
+	env.FromSource("nums", datagen.Sequence(0, 9)).
+		KeyBy(func(v int64) int64 { return v }).
+		Process("kinds", &allKinds{}).
+		SinkTo("out", collect.New[string]())
+	err := env.Execute(context.Background(), "pebble-kinds")
+	if err == nil || !strings.Contains(err.Error(), `list state "list": not supported by the pebble backend yet`) {
+		t.Fatalf("Execute = %v", err)
+	}
+}
