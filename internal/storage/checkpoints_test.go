@@ -562,7 +562,7 @@ func TestResolveRestoreRejects(t *testing.T) {
 		{filepath.Join(root, "sp", "savepoint-1-abcdef"), "inside its own directory", ErrCorruptState},
 		{"/", "the root of a store", ErrNotCheckpoint},
 		{"memory://", "the root of a store", ErrNotCheckpoint},
-		{"s3://bucket/job/chk-1", "s3 storage is not available yet", ErrBadURL},
+		{"s3://bucket/job/chk-1?secure=maybe", `secure="maybe"`, ErrBadURL},
 		{"", "empty", ErrBadURL},
 	}
 	for _, tt := range tests {

@@ -3,12 +3,13 @@ package storage
 import (
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 )
 
 // acceptedForms ends every error about a storage URL.
-const acceptedForms = "accepted: memory://NAME[/PREFIX], memory:// (a private store), file:///ABSOLUTE/PATH, or a plain file system path"
+const acceptedForms = "accepted: memory://NAME[/PREFIX], memory:// (a private store), file:///ABSOLUTE/PATH, a plain file system path, or s3://BUCKET[/PREFIX][?endpoint=HOST:PORT&secure=false&pathstyle=true]"
 
 // Open returns the store a checkpoint-storage URL names:
 //
@@ -19,10 +20,16 @@ const acceptedForms = "accepted: memory://NAME[/PREFIX], memory:// (a private st
 //   - memory:// alone: a fresh private memory store;
 //   - file:///abs/path (or file:/abs/path): files under /abs/path;
 //   - a plain path, absolute or relative to the working directory: the
-//     same as its file URL.
+//     same as its file URL;
+//   - s3://BUCKET[/PREFIX][?PARAMS]: the objects of an existing bucket,
+//     under the key prefix PREFIX (NewS3Store). The options come from the
+//     environment (S3OptionsFromEnv; credentials from the credential
+//     chain), overridden by the parameters: endpoint=HOST[:PORT] (or
+//     http(s)://HOST[:PORT]), region=R, secure=true|false,
+//     pathstyle=true|false, partsize=BYTES (or 16MiB), parallel=N.
 //
-// s3:// is planned but not available yet. Open does no I/O: a file store's
-// directory is created by its first Commit.
+// Open does no I/O: a file store's directory is created by its first
+// Commit, and an s3 store first talks to the service when it is used.
 func Open(rawURL string) (Store, error) {
 	loc, err := parseLocation(rawURL)
 	if err != nil {
@@ -39,6 +46,7 @@ type location struct {
 	name    string // memory store name
 	prefix  string // clean prefix inside the memory store
 	path    string // absolute OS path of a file store
+	s3      *s3Location
 }
 
 func badURL(rawURL, why string) error {
@@ -57,7 +65,7 @@ func parseLocation(rawURL string) (location, error) {
 	case strings.HasPrefix(s, "file:"):
 		return parseFile(rawURL, s)
 	case strings.HasPrefix(s, "s3:"):
-		return location{}, badURL(rawURL, "s3 storage is not available yet")
+		return parseS3(rawURL, s, os.Getenv)
 	case strings.Contains(s, "://"):
 		return location{}, badURL(rawURL, fmt.Sprintf("unknown scheme %q", s[:strings.Index(s, "://")]))
 	}
@@ -113,6 +121,8 @@ func parseFile(rawURL, s string) (location, error) {
 
 func (l location) open() (Store, error) {
 	switch {
+	case l.s3 != nil:
+		return newS3Store(*l.s3)
 	case l.private:
 		return NewMemoryStore(), nil
 	case l.memory:
@@ -129,6 +139,14 @@ func (l location) open() (Store, error) {
 // component; ok is false at the root of a store.
 func (l location) parent() (parent location, base string, ok bool) {
 	switch {
+	case l.s3 != nil:
+		if l.s3.prefix == "" {
+			return l, "", false
+		}
+		i := strings.LastIndex(l.s3.prefix, "/")
+		s3 := *l.s3
+		s3.prefix = l.s3.prefix[:max(i, 0)]
+		return location{s3: &s3}, l.s3.prefix[i+1:], true
 	case l.private:
 		return l, "", false
 	case l.memory:

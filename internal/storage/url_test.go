@@ -53,7 +53,7 @@ func TestOpenRejects(t *testing.T) {
 	}{
 		{"", "empty"},
 		{"   ", "empty"},
-		{"s3://bucket/prefix", "s3 storage is not available yet"},
+		{"s3://", "no bucket"},
 		{"hdfs://namenode/ckpt", `unknown scheme "hdfs"`},
 		{"gs://bucket", `unknown scheme "gs"`},
 		{"file://ckpt/dir", `"ckpt" reads as a host`},
