@@ -1,6 +1,6 @@
 // Package storage is weir's checkpoint storage (DESIGN.md §7): where
 // snapshots are persisted, behind one small object-store interface, Store,
-// with a memory and a file implementation (S3 will be a third).
+// with memory, file and S3 (minio-go; any S3-compatible store) implementations.
 //
 // Three layers:
 //
