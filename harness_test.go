@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -154,6 +156,12 @@ func runHarnessOn(t *testing.T, seed uint64, backend string) harnessResult {
 		t.Fatal(err)
 	}
 	if err := job.Wait(); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			// A hang: keep the goroutines for the report.
+			var buf strings.Builder
+			pprof.Lookup("goroutine").WriteTo(&buf, 2)
+			t.Logf("goroutines at the deadline:\n%s", buf.String())
+		}
 		t.Fatalf("seed %d: job failed: %v (faults fired: %v)", seed, err, plan.fired)
 	}
 	counts := map[string]int{}

@@ -95,6 +95,7 @@ type JobMaster struct {
 	reserved     int64 // highest checkpoint id recorded in storage
 	ending       bool  // afterAttempt is settling the coordinator
 	stopReqs     int   // stop-with-savepoint requests in flight
+	attempt      int   // the attempt running
 	cancelRun    context.CancelCauseFunc
 }
 
@@ -207,21 +208,36 @@ func (jm *JobMaster) Checkpoint(id int64) (CheckpointStats, bool) { return jm.st
 
 // --- Responder, called by tasks ---------------------------------------------
 
+// responder is the job master as the tasks of one attempt see it: every
+// event carries the attempt, so that reports of a failed attempt's tasks
+// (still arriving while the next attempt runs) are dropped.
+type responder struct {
+	jm      *JobMaster
+	attempt int
+}
+
 // Acknowledge implements runtime.Responder.
-func (jm *JobMaster) Acknowledge(ack runtime.TaskAck) { jm.inbox.put(event{ack: &ack}) }
+func (r responder) Acknowledge(ack runtime.TaskAck) {
+	r.jm.inbox.put(event{attempt: r.attempt, ack: &ack})
+}
 
 // SourceRecords implements runtime.Responder.
-func (jm *JobMaster) SourceRecords(task string, n int64) {
-	jm.inbox.put(event{task: task, records: n})
+func (r responder) SourceRecords(task string, n int64) {
+	r.jm.inbox.put(event{attempt: r.attempt, task: task, records: n})
 }
 
 // RequestCheckpoint implements runtime.Responder.
-func (jm *JobMaster) RequestCheckpoint(task string) { jm.inbox.put(event{task: task, marker: true}) }
+func (r responder) RequestCheckpoint(task string) {
+	r.jm.inbox.put(event{attempt: r.attempt, task: task, marker: true})
+}
 
 // SourceFinished implements runtime.Responder.
-func (jm *JobMaster) SourceFinished(task string) { jm.inbox.put(event{task: task, finished: true}) }
+func (r responder) SourceFinished(task string) {
+	r.jm.inbox.put(event{attempt: r.attempt, task: task, finished: true})
+}
 
 type event struct {
+	attempt  int
 	ack      *runtime.TaskAck
 	task     string
 	records  int64
@@ -409,7 +425,8 @@ func (jm *JobMaster) runAttempt(ctx context.Context, attempt int, restore *Resto
 	} else if attempt > 0 {
 		jm.stats.restartedWithoutState()
 	}
-	dep, err := jm.deploy(runCtx, attempt, restore, jm)
+	jm.attempt = attempt
+	dep, err := jm.deploy(runCtx, attempt, restore, responder{jm: jm, attempt: attempt})
 	if err != nil {
 		return err
 	}
@@ -510,6 +527,9 @@ func (jm *JobMaster) afterAttempt(err error) {
 func (jm *JobMaster) handleEvents() {
 	now := jm.now()
 	for _, e := range jm.inbox.take() {
+		if e.attempt != jm.attempt {
+			continue // from the tasks of an attempt that ended
+		}
 		switch {
 		case e.ack != nil:
 			jm.onAck(now, e.ack)
