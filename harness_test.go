@@ -155,13 +155,20 @@ func runHarnessOn(t *testing.T, seed uint64, backend string) harnessResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := job.Wait(); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			// A hang: keep the goroutines for the report.
-			var buf strings.Builder
-			pprof.Lookup("goroutine").WriteTo(&buf, 2)
-			t.Logf("goroutines at the deadline:\n%s", buf.String())
+	// A run takes well under a second: one that is still going after 20 s
+	// hangs, and its goroutines go into the report.
+	watchdog := time.AfterFunc(20*time.Second, func() {
+		var buf strings.Builder
+		pprof.Lookup("goroutine").WriteTo(&buf, 2)
+		sum, hist := job.Checkpoints()
+		var last []string
+		for _, c := range hist[max(0, len(hist)-5):] {
+			last = append(last, fmt.Sprintf("%d:%s acks=%d/%d %s", c.ID, c.Status, len(c.Subtasks), c.NumTasks, c.FailureReason))
 		}
+		t.Logf("seed %d still running after 20s; checkpoints %+v, last %v; goroutines:\n%s", seed, sum, last, buf.String())
+	})
+	defer watchdog.Stop()
+	if err := job.Wait(); err != nil {
 		t.Fatalf("seed %d: job failed: %v (faults fired: %v)", seed, err, plan.fired)
 	}
 	counts := map[string]int{}

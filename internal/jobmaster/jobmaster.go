@@ -708,19 +708,34 @@ func joinURL(base, p string) string {
 	return base + "/" + p
 }
 
+// declineTriggered fails checkpoint id before any barrier left (storage
+// refused its id or its target). The coordinator takes declines from
+// expected tasks only, so the job master declines in the name of one.
+func (jm *JobMaster) declineTriggered(id int64, reason string) {
+	ids := make([]string, 0, len(jm.tasks))
+	for tid := range jm.tasks {
+		ids = append(ids, tid)
+	}
+	sort.Strings(ids)
+	if len(ids) == 0 {
+		return
+	}
+	jm.coord.Decline(jm.now(), id, checkpoint.TaskID(ids[0]), reason)
+}
+
 func (jm *JobMaster) trigger(ctx context.Context, d checkpoint.TriggerCheckpoint) {
 	opts := &runtime.BarrierOptions{Kind: d.Kind, Store: jm.opts.Storage, Dir: jm.cs.CheckpointDir(d.ID)}
 	if d.Kind == checkpoint.KindSavepoint {
 		store, err := storage.Open(d.TargetDir)
 		dir := storage.SavepointDir("", d.ID)
 		if err != nil {
-			jm.coord.Decline(jm.now(), d.ID, "", fmt.Sprintf("savepoint directory: %v", err))
+			jm.declineTriggered(d.ID, fmt.Sprintf("savepoint directory: %v", err))
 			return
 		}
 		opts.Store, opts.Dir = store, dir
 	}
 	if err := jm.reserveID(d.ID); err != nil {
-		jm.coord.Decline(jm.now(), d.ID, "", fmt.Sprintf("record checkpoint id: %v", err))
+		jm.declineTriggered(d.ID, fmt.Sprintf("record checkpoint id: %v", err))
 		return
 	}
 	jm.targets[d.ID] = opts
