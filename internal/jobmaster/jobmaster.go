@@ -91,11 +91,12 @@ type JobMaster struct {
 	everDone     bool // a checkpoint completed in this job at some point
 	metaDone     chan metaResult
 	metaWG       sync.WaitGroup
-	failure      error // FailJob
-	reserved     int64 // highest checkpoint id recorded in storage
-	ending       bool  // afterAttempt is settling the coordinator
-	stopReqs     int   // stop-with-savepoint requests in flight
-	attempt      int   // the attempt running
+	failure      error                             // FailJob
+	reserved     int64                             // highest checkpoint id recorded in storage
+	ending       bool                              // afterAttempt is settling the coordinator
+	stopReqs     int                               // stop-with-savepoint requests in flight
+	attempt      int                               // the attempt running
+	ended        map[int64]*runtime.BarrierOptions // targets of recently aborted checkpoints
 	cancelRun    context.CancelCauseFunc
 }
 
@@ -626,6 +627,7 @@ func (jm *JobMaster) handleDecisions(ctx context.Context) {
 				jm.postAll(ctx, func(t *runtime.Task) runtime.Mail { return t.NotifyAborted(d.ID) })
 				if opts := jm.targets[d.ID]; opts != nil {
 					jm.discardDir(opts.Store, opts.Dir)
+					jm.rememberEnded(d.ID, opts)
 				}
 				delete(jm.targets, d.ID)
 			case checkpoint.Discard:
@@ -847,16 +849,37 @@ func (jm *JobMaster) discardDir(store storage.Store, dir string) {
 	}
 }
 
+// rememberEnded keeps the target of an aborted checkpoint or savepoint for
+// a while, so that state a late acknowledgement wrote there is found.
+func (jm *JobMaster) rememberEnded(id int64, opts *runtime.BarrierOptions) {
+	if jm.ended == nil {
+		jm.ended = make(map[int64]*runtime.BarrierOptions)
+	}
+	jm.ended[id] = opts
+	for len(jm.ended) > 128 {
+		oldest := id
+		for k := range jm.ended {
+			oldest = min(oldest, k)
+		}
+		delete(jm.ended, oldest)
+	}
+}
+
 func (jm *JobMaster) discardTaskState(d checkpoint.DiscardTaskState) {
 	var ops []runtime.OperatorStateResult
 	if json.Unmarshal(d.Handle, &ops) != nil {
 		return
 	}
-	dir := jm.cs.CheckpointDir(d.ID)
+	store, dir := jm.opts.Storage, jm.cs.CheckpointDir(d.ID)
+	if opts := jm.targets[d.ID]; opts != nil {
+		store, dir = opts.Store, opts.Dir
+	} else if opts := jm.ended[d.ID]; opts != nil {
+		store, dir = opts.Store, opts.Dir
+	}
 	for _, o := range ops {
 		for _, h := range o.State.Keyed {
 			if h.Path != "" {
-				if err := jm.opts.Storage.Delete(context.Background(), path.Join(dir, h.Path)); err != nil {
+				if err := store.Delete(context.Background(), path.Join(dir, h.Path)); err != nil {
 					jm.log.Warn("could not discard task state", "checkpoint", d.ID, "task", d.Task, "err", err)
 				}
 			}
