@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"reflect"
+	"slices"
 
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/graph"
@@ -278,13 +279,7 @@ type opEnv struct {
 }
 
 func (bc *buildCtx) opEnv(n *nodeBase, s int) *opEnv {
-	v := bc.jg.Vertices[bc.jg.VertexOf[n.id]]
-	idx := 0
-	for i, id := range v.Nodes {
-		if id == n.id {
-			idx = i
-		}
-	}
+	idx := bc.chainIndex(n)
 	par := bc.parallelism(n)
 	env := &opEnv{
 		name: n.name, uid: n.uid, jobID: bc.opts.JobID, subtask: s, parallelism: par,
@@ -308,10 +303,10 @@ func (bc *buildCtx) opEnv(n *nodeBase, s int) *opEnv {
 }
 
 func (bc *buildCtx) addOperator(n *nodeBase, s int, op runtime.Operator) {
-	cfg := bc.task(n, s)
-	for i, id := range bc.jg.Vertices[bc.jg.VertexOf[n.id]].Nodes {
-		if id == n.id {
-			cfg.Chain[i].Op = op
-		}
-	}
+	bc.task(n, s).Chain[bc.chainIndex(n)].Op = op
+}
+
+// chainIndex is n's position in its task's chain.
+func (bc *buildCtx) chainIndex(n *nodeBase) int {
+	return slices.Index(bc.jg.Vertices[bc.jg.VertexOf[n.id]].Nodes, n.id)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"runtime/pprof"
 	"slices"
@@ -186,15 +187,7 @@ func runHarnessOn(t *testing.T, seed uint64, backend string) harnessResult {
 	sum, _ := job.Checkpoints()
 	plan.mu.Lock()
 	defer plan.mu.Unlock()
-	return harnessResult{fired: maps(plan.fired), restarts: sum.Restarts, storage: faults.Injected(), ckpts: sum.Completed}
-}
-
-func maps(m map[string]int) map[string]int {
-	out := make(map[string]int, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
+	return harnessResult{fired: maps.Clone(plan.fired), restarts: sum.Restarts, storage: faults.Injected(), ckpts: sum.Completed}
 }
 
 // multisetDiff returns the elements of want missing from got and the extra

@@ -117,7 +117,8 @@ type CheckpointOptions struct {
 	faults *iruntime.FaultHooks
 }
 
-// Enabled reports whether periodic checkpoints are configured.
+// periodic reports whether automatic checkpoints (by interval or record
+// count) are configured.
 func (c CheckpointOptions) periodic() bool { return c.Interval > 0 || c.EveryNRecords > 0 }
 
 // EnsureDefaults fills every zero field with its default.

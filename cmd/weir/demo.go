@@ -6,8 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -225,15 +223,8 @@ func diffMultisets(want, got []string) (lost, dup int) {
 	for _, g := range got {
 		count[g]--
 	}
-	keys := slices.Collect(func(yield func(string) bool) {
-		for k := range count {
-			if !yield(k) {
-				return
-			}
-		}
-	})
-	for _, k := range keys {
-		switch n := count[k]; {
+	for _, n := range count {
+		switch {
 		case n > 0:
 			lost += n
 		case n < 0:
@@ -242,5 +233,3 @@ func diffMultisets(want, got []string) (lost, dup int) {
 	}
 	return lost, dup
 }
-
-var _ = strconv.Itoa

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -79,7 +81,7 @@ type JobMaster struct {
 	requests chan request
 
 	// state of the current attempt, touched only by Run's goroutine
-	tasks        map[string]*runtime.Task
+	tasks        []*runtime.Task // the attempt's tasks, sorted by id
 	sources      []*runtime.Task
 	finished     map[string]bool
 	finalReq     int64
@@ -305,7 +307,11 @@ func (jm *JobMaster) Run(ctx context.Context) (err error) {
 		runErr := jm.runAttempt(ctx, attempt, restore)
 		switch {
 		case runErr == nil:
-			jm.onFinished(ctx)
+			// Unlike Flink, a finished job keeps its last checkpoint: a
+			// process killed between the end of the job and its exit is then
+			// restarted with --restore latest from the final checkpoint, and
+			// its sources resume at their end instead of replaying what sinks
+			// committed.
 			return nil
 		case ctx.Err() != nil:
 			jm.onCancelled()
@@ -431,15 +437,14 @@ func (jm *JobMaster) runAttempt(ctx context.Context, attempt int, restore *Resto
 	if err != nil {
 		return err
 	}
-	jm.tasks = make(map[string]*runtime.Task)
+	jm.tasks = slices.SortedFunc(slices.Values(dep.Tasks), func(a, b *runtime.Task) int { return strings.Compare(a.ID(), b.ID()) })
 	jm.sources = nil
 	jm.finished = make(map[string]bool)
 	jm.finalReq, jm.finishing, jm.stopping, jm.stopReqs = 0, false, false, 0
 	jm.waiting = make(map[int64]request)
 	jm.targets = make(map[int64]*runtime.BarrierOptions)
 	var ids []checkpoint.TaskID
-	for _, t := range dep.Tasks {
-		jm.tasks[t.ID()] = t
+	for _, t := range jm.tasks {
 		ids = append(ids, checkpoint.TaskID(t.ID()))
 		if t.IsSource() {
 			jm.sources = append(jm.sources, t)
@@ -585,13 +590,7 @@ func (jm *JobMaster) post(ctx context.Context, t *runtime.Task, m runtime.Mail) 
 }
 
 func (jm *JobMaster) postAll(ctx context.Context, m func(t *runtime.Task) runtime.Mail) {
-	ids := make([]string, 0, len(jm.tasks))
-	for id := range jm.tasks {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		t := jm.tasks[id]
+	for _, t := range jm.tasks {
 		jm.post(ctx, t, m(t))
 	}
 }
@@ -714,15 +713,10 @@ func joinURL(base, p string) string {
 // refused its id or its target). The coordinator takes declines from
 // expected tasks only, so the job master declines in the name of one.
 func (jm *JobMaster) declineTriggered(id int64, reason string) {
-	ids := make([]string, 0, len(jm.tasks))
-	for tid := range jm.tasks {
-		ids = append(ids, tid)
-	}
-	sort.Strings(ids)
-	if len(ids) == 0 {
+	if len(jm.tasks) == 0 {
 		return
 	}
-	jm.coord.Decline(jm.now(), id, checkpoint.TaskID(ids[0]), reason)
+	jm.coord.Decline(jm.now(), id, checkpoint.TaskID(jm.tasks[0].ID()), reason)
 }
 
 func (jm *JobMaster) trigger(ctx context.Context, d checkpoint.TriggerCheckpoint) {
@@ -885,13 +879,6 @@ func (jm *JobMaster) discardTaskState(d checkpoint.DiscardTaskState) {
 			}
 		}
 	}
-}
-
-func (jm *JobMaster) onFinished(context.Context) {
-	// Unlike Flink, a finished job keeps its last checkpoint: a process
-	// killed between the end of the job and its exit is then restarted
-	// with --restore latest from the final checkpoint, and its sources
-	// resume at their end instead of replaying what sinks committed.
 }
 
 func (jm *JobMaster) onCancelled() {

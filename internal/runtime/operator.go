@@ -69,7 +69,7 @@ type Cursor struct {
 	Watermark int64
 }
 
-// Logger returns a logger with the task's attributes.
+// taskLogger returns l with the task's attributes.
 func taskLogger(l *slog.Logger, name string, subtask int) *slog.Logger {
 	return l.With("task", name, "subtask", subtask)
 }

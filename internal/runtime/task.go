@@ -83,8 +83,7 @@ type Task struct {
 	// barriers remembers the first barrier of each alignment in progress.
 	barriers map[int64]Event
 	// merger combines the watermarks of the input channels.
-	merger    *watermark.Merger
-	watermark int64
+	merger *watermark.Merger
 }
 
 // NewTask creates a task; it starts nothing until Run.
@@ -103,7 +102,7 @@ func NewTask(cfg TaskConfig) *Task {
 		cfg.Timers = NewProcessingTimers(nil)
 	}
 	t := &Task{cfg: cfg, mailbox: make(chan Mail, 64), done: make(chan struct{}),
-		log: taskLogger(cfg.Logger, cfg.Name, cfg.Subtask), watermark: watermark.MinWatermark}
+		log: taskLogger(cfg.Logger, cfg.Name, cfg.Subtask)}
 	if ws, ok := cfg.Source.(WatermarkSource); ok {
 		ws.BindWatermarks(t, cfg.Timers)
 	}

@@ -91,7 +91,6 @@ func (t *Task) advanceWatermark(start int, wm int64) error {
 			}
 		}
 	}
-	t.watermark = wm
 	t.cfg.Cursor.Watermark = wm
 	t.broadcast(Event{Kind: Watermark, Timestamp: wm})
 	return nil
@@ -105,4 +104,4 @@ func (t *Task) broadcast(ev Event) {
 
 // Watermark returns the task's current watermark (watermark.MinWatermark
 // before the first).
-func (t *Task) Watermark() int64 { return t.watermark }
+func (t *Task) Watermark() int64 { return t.cfg.Cursor.Watermark }
