@@ -524,6 +524,13 @@ func (jm *JobMaster) afterAttempt(err error) {
 		jm.coord.Stop(jm.now(), "job finished")
 	}
 	jm.handleDecisions(context.Background())
+	// Every task of the attempt has ended, so no asynchronous snapshot can
+	// still be writing: remove what aborted checkpoints left behind (a
+	// write that landed after its checkpoint's directory was discarded).
+	for id, opts := range jm.ended {
+		jm.discardDir(opts.Store, opts.Dir)
+		delete(jm.ended, id)
+	}
 	for id, r := range jm.waiting {
 		r.reply <- result{err: ErrJobNotRunning}
 		delete(jm.waiting, id)
