@@ -43,6 +43,9 @@ type SubtaskState struct {
 	Committables []Committable `json:"committables,omitempty"`
 	// Lists are operator list states by name (redistributed on rescale).
 	Lists []ListState `json:"lists,omitempty"`
+	// Broadcast are broadcast states by name: every subtask writes its own
+	// copy, and on restore each new subtask gets one copy.
+	Broadcast []BroadcastState `json:"broadcast,omitempty"`
 }
 
 // SplitState mirrors connector.SplitState (this package imports nothing of
@@ -67,6 +70,20 @@ type ListState struct {
 	// otherwise entries are split evenly.
 	Union   bool     `json:"union,omitempty"`
 	Entries [][]byte `json:"entries"`
+}
+
+// BroadcastState is one named broadcast state (a map) of a subtask, inline:
+// broadcast state is small by design (rules, configuration). Keys and values
+// are encoded by the state's codecs; entries are sorted by key bytes.
+type BroadcastState struct {
+	Name    string     `json:"name"`
+	Entries []MapEntry `json:"entries"`
+}
+
+// MapEntry is one encoded entry of a map state.
+type MapEntry struct {
+	Key   []byte `json:"key"`
+	Value []byte `json:"value"`
 }
 
 // KeyedStateHandle points at a file holding the keyed state of a range of

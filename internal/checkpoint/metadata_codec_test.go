@@ -37,6 +37,7 @@ func sampleMetadata() *Metadata {
 					Splits:       []SplitState{{ID: "in/a.txt", Position: []byte{0, 0, 1}}},
 					Committables: []Committable{{CheckpointID: 7, Subtask: 0, Data: []byte("txn")}},
 					Lists:        []ListState{{Name: "offsets", Union: true, Entries: [][]byte{[]byte("x")}}},
+					Broadcast:    []BroadcastState{{Name: "rules", Entries: []MapEntry{{Key: []byte("r1"), Value: []byte("v")}}}},
 				}},
 			},
 		},
