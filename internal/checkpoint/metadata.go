@@ -19,8 +19,28 @@ type Metadata struct {
 	Operators []OperatorState `json:"operators"`
 }
 
-// MetadataVersion is the version written by this code.
-const MetadataVersion = 1
+// MetadataVersion is the newest format version this code writes and reads.
+// Version 2 adds incremental keyed state handles (KeyedStateHandle.Files);
+// metadata without them is still written as version 1, which older weirs
+// read. Versions MinMetadataVersion..MetadataVersion are read.
+const MetadataVersion = 2
+
+// MinMetadataVersion is the oldest format version this code reads.
+const MinMetadataVersion = 1
+
+// versionFor returns the oldest format version that can hold m.
+func versionFor(m *Metadata) int {
+	for _, op := range m.Operators {
+		for _, st := range op.Subtasks {
+			for _, h := range st.Keyed {
+				if h.Incremental() || len(h.Files) > 0 {
+					return 2
+				}
+			}
+		}
+	}
+	return 1
+}
 
 // OperatorState is the state of all subtasks of one operator.
 type OperatorState struct {
@@ -103,4 +123,41 @@ type KeyedStateHandle struct {
 	// Offsets[i] is where key group StartGroup+i starts in the file, so that
 	// a rescaled subtask reads only the groups it owns.
 	Offsets []int64 `json:"offsets,omitempty"`
+
+	// Files, for an incremental handle (Backend IncrementalBackend; Path and
+	// Inline empty, Size the sum of the files' sizes, CRC 0), are the files
+	// of a native pebble checkpoint of the key groups [StartGroup, EndGroup):
+	// its data files under the job's shared/ directory (often uploaded by an
+	// earlier checkpoint) and its other files in the checkpoint's own
+	// directory. Written only with format version 2.
+	Files []StateFile `json:"files,omitempty"`
+	// Base is the checkpoint whose shared files an incremental handle could
+	// reuse (its last checkpoint known complete when it was taken), 0 for
+	// none. The job master's shared-state registry uses it to know which
+	// shared files a checkpoint still in flight may refer to.
+	Base int64 `json:"base,omitempty"`
+}
+
+// IncrementalBackend is the Backend of an incremental keyed state handle:
+// a native pebble checkpoint listed in KeyedStateHandle.Files.
+const IncrementalBackend = "pebble-incremental"
+
+// Incremental reports whether h is an incremental handle.
+func (h KeyedStateHandle) Incremental() bool { return h.Backend == IncrementalBackend }
+
+// StateFile is one file of an incremental keyed state handle.
+type StateFile struct {
+	// Name is the file's name in the native checkpoint directory
+	// ("000012.sst", "MANIFEST-000008").
+	Name string `json:"name"`
+	// Path is where the file is, relative to the checkpoint directory, as
+	// KeyedStateHandle.Path: "../shared/…" for a shared file.
+	Path string `json:"path"`
+	// Size and CRC (Castagnoli) of the file.
+	Size int64  `json:"size"`
+	CRC  uint32 `json:"crc"`
+	// Shared marks a file of the job's shared/ directory: immutable, named
+	// uniquely, referenced by every checkpoint that lists it, and deleted by
+	// the shared-state registry once no retained checkpoint needs it.
+	Shared bool `json:"shared,omitempty"`
 }

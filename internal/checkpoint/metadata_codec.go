@@ -9,11 +9,11 @@ import (
 	"hash/crc32"
 )
 
-// The _metadata file format (version 1), all integers big-endian:
+// The _metadata file format (versions 1 and 2), all integers big-endian:
 //
 //	offset  size  field
 //	0       8     magic "WEIRCKPT"
-//	8       4     format version (MetadataVersion)
+//	8       4     format version (1, or 2 with incremental handles)
 //	12      4     payload length n
 //	16      n     payload: Metadata as JSON
 //	16+n    4     CRC-32C (Castagnoli) of bytes [0, 16+n)
@@ -48,19 +48,21 @@ var (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// EncodeMetadata returns the bytes of the _metadata file of m. m.Version
-// must be 0 (it is written as MetadataVersion; m is not modified) or
-// MetadataVersion.
+// EncodeMetadata returns the bytes of the _metadata file of m, in the
+// oldest format version that holds it (1, or 2 when m has incremental keyed
+// state handles), so that older weirs read what they can. m.Version must be
+// 0 or a version this code writes (1..MetadataVersion); it is ignored, and
+// m is not modified.
 func EncodeMetadata(m *Metadata) ([]byte, error) {
 	if m == nil {
 		return nil, errors.New("encode checkpoint metadata: nil metadata")
 	}
-	if m.Version != 0 && m.Version != MetadataVersion {
-		return nil, fmt.Errorf("encode checkpoint metadata: Version is %d, this weir writes only version %d (or 0 for it)",
-			m.Version, MetadataVersion)
+	if m.Version != 0 && (m.Version < MinMetadataVersion || m.Version > MetadataVersion) {
+		return nil, fmt.Errorf("encode checkpoint metadata: Version is %d, this weir writes only versions %d to %d (or 0 for the oldest that holds the metadata)",
+			m.Version, MinMetadataVersion, MetadataVersion)
 	}
 	c := *m
-	c.Version = MetadataVersion
+	c.Version = versionFor(m)
 	payload, err := json.Marshal(&c)
 	if err != nil {
 		return nil, fmt.Errorf("encode checkpoint metadata %d: %w", m.ID, err)
@@ -71,7 +73,7 @@ func EncodeMetadata(m *Metadata) ([]byte, error) {
 	}
 	b := make([]byte, 0, metadataHeaderSize+len(payload)+metadataCRCSize)
 	b = append(b, metadataMagic...)
-	b = binary.BigEndian.AppendUint32(b, MetadataVersion)
+	b = binary.BigEndian.AppendUint32(b, uint32(c.Version))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(payload)))
 	b = append(b, payload...)
 	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
@@ -94,9 +96,10 @@ func DecodeMetadata(b []byte) (*Metadata, error) {
 		return nil, fmt.Errorf("%w: truncated: %d bytes, shorter than the %d-byte header",
 			ErrCorruptMetadata, len(b), metadataHeaderSize)
 	}
-	if v := binary.BigEndian.Uint32(b[8:12]); v != MetadataVersion {
-		return nil, fmt.Errorf("%w: the file has format version %d, this weir reads version %d (written by another weir version, or damaged)",
-			ErrUnsupportedMetadataVersion, v, MetadataVersion)
+	version := binary.BigEndian.Uint32(b[8:12])
+	if version < MinMetadataVersion || version > MetadataVersion {
+		return nil, fmt.Errorf("%w: the file has format version %d, this weir reads versions %d to %d (written by another weir version, or damaged)",
+			ErrUnsupportedMetadataVersion, version, MinMetadataVersion, MetadataVersion)
 	}
 	payloadLen := uint64(binary.BigEndian.Uint32(b[12:16]))
 	want := uint64(metadataHeaderSize) + payloadLen + metadataCRCSize
@@ -117,9 +120,13 @@ func DecodeMetadata(b []byte) (*Metadata, error) {
 	if err := json.Unmarshal(b[metadataHeaderSize:end], &m); err != nil {
 		return nil, fmt.Errorf("%w: payload: %v", ErrCorruptMetadata, err)
 	}
-	if m.Version != MetadataVersion {
+	if m.Version != int(version) {
 		return nil, fmt.Errorf("%w: payload version %d differs from the header's %d",
-			ErrCorruptMetadata, m.Version, MetadataVersion)
+			ErrCorruptMetadata, m.Version, version)
+	}
+	if v := versionFor(&m); v > m.Version {
+		return nil, fmt.Errorf("%w: version %d metadata holds incremental state handles, which need version %d",
+			ErrCorruptMetadata, m.Version, v)
 	}
 	return &m, nil
 }

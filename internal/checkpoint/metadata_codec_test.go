@@ -67,7 +67,7 @@ func TestMetadataRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := *m
-	want.Version = MetadataVersion
+	want.Version = 1 // no incremental handles: the oldest version
 	if !reflect.DeepEqual(got, &want) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got, &want)
 	}
@@ -83,7 +83,7 @@ func TestEncodeMetadataRejects(t *testing.T) {
 		wantErr string
 	}{
 		{"nil", nil, "nil metadata"},
-		{"future version", &Metadata{Version: MetadataVersion + 1}, "Version is 2, this weir writes only version 1"},
+		{"future version", &Metadata{Version: MetadataVersion + 1}, "Version is 3, this weir writes only versions 1 to 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,7 +116,7 @@ func TestDecodeMetadataRejects(t *testing.T) {
 		{"wrong magic, short", []byte("{}"), ErrNotMetadata, "not a weir checkpoint metadata file"},
 		{"truncated magic", []byte("WEIR"), ErrCorruptMetadata, "truncated: 4 bytes"},
 		{"truncated header", good[:12], ErrCorruptMetadata, "truncated: 12 bytes"},
-		{"unknown version", frame("WEIRCKPT", 9, []byte(`{"version":9}`), 0), ErrUnsupportedMetadataVersion, "format version 9, this weir reads version 1"},
+		{"unknown version", frame("WEIRCKPT", 9, []byte(`{"version":9}`), 0), ErrUnsupportedMetadataVersion, "format version 9, this weir reads versions 1 to 2"},
 		{"version zero", frame("WEIRCKPT", 0, []byte(`{}`), 0), ErrUnsupportedMetadataVersion, "format version 0"},
 		{"truncated payload", good[:len(good)-10], ErrCorruptMetadata, "truncated"},
 		{"truncated checksum", good[:len(good)-1], ErrCorruptMetadata, "truncated"},
@@ -225,5 +225,45 @@ func checkStable(t *testing.T, b []byte) {
 	}
 	if !bytes.Equal(b, again) {
 		t.Fatalf("unstable encoding:\n%q\n%q", b, again)
+	}
+}
+
+// TestMetadataIncrementalVersion checks that incremental keyed state handles
+// are written as format version 2 (older weirs refuse the file instead of
+// misreading it), read back whole, and refused in a version 1 file.
+func TestMetadataIncrementalVersion(t *testing.T) {
+	m := sampleMetadata()
+	m.Operators[0].Subtasks[0].Keyed = append(m.Operators[0].Subtasks[0].Keyed, KeyedStateHandle{
+		Backend: IncrementalBackend, Size: 30, StartGroup: 0, EndGroup: 64, Base: 4,
+		Files: []StateFile{
+			{Name: "000012.sst", Path: "../shared/op-0-ab12-000012.sst", Size: 20, CRC: 7, Shared: true},
+			{Name: "MANIFEST-000008", Path: "op-0-MANIFEST-000008", Size: 10, CRC: 9},
+		},
+	})
+	b, err := EncodeMetadata(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(b, []byte("WEIRCKPT\x00\x00\x00\x02")) {
+		t.Fatalf("header = %q, want magic and version 2", b[:12])
+	}
+	got, err := DecodeMetadata(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := *m
+	want.Version = 2
+	if !reflect.DeepEqual(got, &want) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, &want)
+	}
+	if !got.Operators[0].Subtasks[0].Keyed[len(got.Operators[0].Subtasks[0].Keyed)-1].Incremental() {
+		t.Fatal("the incremental handle lost its kind")
+	}
+
+	payload := b[metadataHeaderSize : len(b)-metadataCRCSize]
+	v1 := bytes.Replace(payload, []byte(`"version":2`), []byte(`"version":1`), 1)
+	_, err = DecodeMetadata(frame(metadataMagic, 1, v1, 0))
+	if !errors.Is(err, ErrCorruptMetadata) || !strings.Contains(err.Error(), "need version 2") {
+		t.Fatalf("version 1 file with incremental handles: %v", err)
 	}
 }

@@ -297,6 +297,22 @@ func (s CheckpointStorage) Verify(ctx context.Context, dir string, m *checkpoint
 }
 
 func (s CheckpointStorage) verifyHandle(ctx context.Context, dir string, kind checkpoint.Kind, h checkpoint.KeyedStateHandle) error {
+	if h.Incremental() {
+		if len(h.Files) == 0 {
+			return fmt.Errorf("incremental state: %w: no files", ErrCorruptState)
+		}
+		var total int64
+		for _, f := range h.Files {
+			if err := s.verifyFile(ctx, dir, kind, f.Path, f.Size, f.CRC); err != nil {
+				return err
+			}
+			total += f.Size
+		}
+		if total != h.Size {
+			return fmt.Errorf("incremental state: %w: its files hold %d bytes, the handle says %d", ErrCorruptState, total, h.Size)
+		}
+		return nil
+	}
 	if h.Path == "" {
 		switch {
 		case int64(len(h.Inline)) != h.Size:
@@ -306,35 +322,87 @@ func (s CheckpointStorage) verifyHandle(ctx context.Context, dir string, kind ch
 		}
 		return nil
 	}
-	name, err := resolveStatePath(dir, h.Path, kind == checkpoint.KindSavepoint)
+	return s.verifyFile(ctx, dir, kind, h.Path, h.Size, h.CRC)
+}
+
+// verifyFile checks the state file at path p, relative to dir, against its
+// size and CRC-32C.
+func (s CheckpointStorage) verifyFile(ctx context.Context, dir string, kind checkpoint.Kind, p string, size int64, crc uint32) error {
+	name, err := resolveStatePath(dir, p, kind == checkpoint.KindSavepoint)
 	if err != nil {
 		return err
 	}
 	got, err := s.Store.Stat(ctx, name)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return fmt.Errorf("state file %s missing: %w", h.Path, err)
+		return fmt.Errorf("state file %s missing: %w", p, err)
 	case err != nil:
-		return fmt.Errorf("state file %s: %w", h.Path, err)
-	case got != h.Size:
-		return fmt.Errorf("state file %s: %w: %d bytes, want %d", h.Path, ErrCorruptState, got, h.Size)
+		return fmt.Errorf("state file %s: %w", p, err)
+	case got != size:
+		return fmt.Errorf("state file %s: %w: %d bytes, want %d", p, ErrCorruptState, got, size)
 	}
 	r, err := s.Store.Open(ctx, name)
 	if err != nil {
-		return fmt.Errorf("state file %s: %w", h.Path, err)
+		return fmt.Errorf("state file %s: %w", p, err)
 	}
 	defer r.Close()
 	hash := crc32.New(castagnoli)
 	n, err := io.Copy(hash, r)
 	switch {
 	case err != nil:
-		return fmt.Errorf("state file %s: %w", h.Path, err)
-	case n != h.Size:
-		return fmt.Errorf("state file %s: %w: read %d bytes, want %d", h.Path, ErrCorruptState, n, h.Size)
-	case hash.Sum32() != h.CRC:
-		return fmt.Errorf("state file %s: %w: checksum %08x, want %08x", h.Path, ErrCorruptState, hash.Sum32(), h.CRC)
+		return fmt.Errorf("state file %s: %w", p, err)
+	case n != size:
+		return fmt.Errorf("state file %s: %w: read %d bytes, want %d", p, ErrCorruptState, n, size)
+	case hash.Sum32() != crc:
+		return fmt.Errorf("state file %s: %w: checksum %08x, want %08x", p, ErrCorruptState, hash.Sum32(), crc)
 	}
 	return nil
+}
+
+// ResolveStatePath returns the store name of a state file's path p
+// (KeyedStateHandle.Path, StateFile.Path), relative to the checkpoint
+// directory dir: a checkpoint may refer to files outside its directory
+// (../shared/…), a savepoint (selfContained) may not. Errors wrap
+// ErrCorruptState.
+func ResolveStatePath(dir, p string, selfContained bool) (string, error) {
+	return resolveStatePath(dir, p, selfContained)
+}
+
+// SharedRefs returns the store names of the shared files m refers to (the
+// shared files of its incremental keyed state handles, resolved against
+// dir, m's directory), sorted and without duplicates.
+func SharedRefs(dir string, m *checkpoint.Metadata) ([]string, error) {
+	var out []string
+	for _, op := range m.Operators {
+		for _, st := range op.Subtasks {
+			for _, h := range st.Keyed {
+				names, err := HandleSharedRefs(dir, h)
+				if err != nil {
+					return nil, fmt.Errorf("operator %q subtask %d: %w", op.UID, st.Subtask, err)
+				}
+				out = append(out, names...)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// HandleSharedRefs returns the store names of the shared files of h, an
+// incremental handle of the checkpoint in dir (none for other handles).
+func HandleSharedRefs(dir string, h checkpoint.KeyedStateHandle) ([]string, error) {
+	var out []string
+	for _, f := range h.Files {
+		if !f.Shared {
+			continue
+		}
+		name, err := resolveStatePath(dir, f.Path, false)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, name)
+	}
+	return out, nil
 }
 
 // resolveStatePath returns the store name of a handle's path, relative to
