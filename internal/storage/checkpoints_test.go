@@ -128,7 +128,7 @@ func TestMetadataWriteRead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.ID != 3 || got.Version != checkpoint.MetadataVersion || len(got.Operators[0].Subtasks) != 3 {
+			if got.ID != 3 || got.Version != 1 || len(got.Operators[0].Subtasks) != 3 {
 				t.Fatalf("ReadMetadata = %+v, want what was written (%+v)", got, m)
 			}
 			if err := cs.Verify(ctx, cs.CheckpointDir(3), got); err != nil {
@@ -323,7 +323,7 @@ func TestLatestSkipsDamagedCheckpoints(t *testing.T) {
 			put(t, st, "job/chk-4/a.state", "alph")  // truncated
 			put(t, st, "job/chk-5/a.state", "alpHa") // same size, bit flip
 			corruptMetadata(t, st, "job/chk-7", func(b []byte) []byte { b[20] ^= 1; return b })
-			corruptMetadata(t, st, "job/chk-8", func(b []byte) []byte { binary.BigEndian.PutUint32(b[8:], 2); return b })
+			corruptMetadata(t, st, "job/chk-8", func(b []byte) []byte { binary.BigEndian.PutUint32(b[8:], checkpoint.MetadataVersion+1); return b })
 			b2, err := get(t, st, "job/chk-2/_metadata")
 			if err != nil {
 				t.Fatal(err)
@@ -342,7 +342,7 @@ func TestLatestSkipsDamagedCheckpoints(t *testing.T) {
 				sentinel       error
 			}{
 				{"chk-9: ", "holds checkpoint 2", checkpoint.ErrCorruptMetadata},
-				{"chk-8: ", "format version 2", checkpoint.ErrUnsupportedMetadataVersion},
+				{"chk-8: ", "format version 3", checkpoint.ErrUnsupportedMetadataVersion},
 				{"chk-7: ", "checksum mismatch", checkpoint.ErrCorruptMetadata},
 				{"chk-6: ", "incomplete: no _metadata", ErrNotFound},
 				{"chk-5: ", "state file a.state: " + ErrCorruptState.Error() + ": checksum", ErrCorruptState},
