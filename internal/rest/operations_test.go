@@ -315,14 +315,18 @@ func TestMountedHandlers(t *testing.T) {
 			}
 		})
 	}
-	// Without a dashboard, mounted handlers get JSON 404 and 405 answers.
+	// Without a handler at "/", mounted handlers get JSON 404 and 405
+	// answers, and "/" is the built-in dashboard (internal/web).
 	s = startServer(t, jm, rest.Options{Handlers: map[string]http.Handler{"GET /metrics": metrics}})
 	r := s.do(t, "POST", "/metrics", "")
 	if r.code != 405 || r.header.Get("Allow") != "GET, HEAD" || !strings.Contains(errorsOf(t, r), "method POST is not allowed on /metrics") {
 		t.Errorf("POST /metrics: %d %s (Allow %q)", r.code, r.body, r.header.Get("Allow"))
 	}
-	if r := s.do(t, "GET", "/", ""); r.code != 404 || !strings.Contains(errorsOf(t, r), "no such path: /") {
+	if r := s.do(t, "GET", "/", ""); r.code != 200 || !strings.Contains(string(r.body), "weir dashboard") {
 		t.Errorf("GET /: %d %s", r.code, r.body)
+	}
+	if r := s.do(t, "GET", "/nope", ""); r.code != 404 || !strings.Contains(errorsOf(t, r), "no such path: /nope") {
+		t.Errorf("GET /nope: %d %s", r.code, r.body)
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/weirstream/weir/internal/web"
 )
 
 // Server serves the REST API of one JobManager.
@@ -205,7 +207,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, "internal error: see the JobManager's log")
 		}
 	}()
-	if !s.authorized(r) {
+	if !s.authorized(r) && !s.isDashboard(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="weir"`)
 		writeError(w, http.StatusUnauthorized, `missing or wrong bearer token: send the header "Authorization: Bearer <token>"`)
 		return
@@ -221,11 +223,32 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case isAPIPath(r.URL.Path):
 		serveMux(s.api, w, r)
+	case s.isDashboard(r):
+		web.Handler().ServeHTTP(w, r)
 	case s.extra != nil:
 		serveMux(s.extra, w, r)
 	default:
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no such path: %s", r.URL.Path))
 	}
+}
+
+// isDashboard reports whether r gets a file of the web dashboard
+// (internal/web, mounted at "/"): GET or HEAD of "/" or of an asset, unless
+// Options.Handlers claim the path (a handler at "/" replaces the
+// dashboard). The files are served without authentication: a browser
+// cannot attach a bearer token to the navigation that loads the page, and
+// the files hold no data (they are the same code for everyone). The page
+// then sends the token the user enters with every API request.
+func (s *Server) isDashboard(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead || !web.Has(r.URL.Path) {
+		return false
+	}
+	if s.extra != nil {
+		if _, pattern := s.extra.Handler(r); pattern != "" {
+			return false
+		}
+	}
+	return true
 }
 
 func stripV1(r *http.Request, path string) *http.Request {

@@ -165,7 +165,7 @@ func TestBadRequests(t *testing.T) {
 		{"unknown path", "GET", "/nope", "", 404, "no such path: /nope", ""},
 		{"unknown versioned path", "GET", "/v1/nope", "", 404, "no such path", ""},
 		{"unknown job subpath", "GET", "/jobs/wordcount/nope", "", 404, "no such path", ""},
-		{"root without dashboard", "GET", "/", "", 404, "no such path: /", ""},
+		{"root, not GET", "POST", "/", "", 404, "no such path: /", ""}, // GET serves the dashboard
 		{"unknown job", "GET", "/jobs/nope", "", 404, `job "nope" not found`, ""},
 		{"unknown job, escaped", "GET", "/jobs/a%2Fb", "", 404, `job "a/b" not found`, ""},
 		{"unknown job exceptions", "GET", "/jobs/nope/exceptions", "", 404, `job "nope" not found`, ""},

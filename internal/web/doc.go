@@ -1,0 +1,33 @@
+// Package web is weir's web dashboard: a single-page application of plain
+// JavaScript, SVG and CSS, embedded in the binary with go:embed, that reads
+// and drives the REST API of internal/rest. It has no front-end framework,
+// no build step and loads nothing from elsewhere at run time.
+//
+// Pages (hash routes, so that the server only ever serves "/"):
+//
+//	#/                              jobs overview and cluster figures
+//	#/jobs/{id}                     the job graph: vertices left to right in
+//	                                topological order, records/s in and out,
+//	                                backpressure colouring
+//	#/jobs/{id}/checkpoints         counts, summary, duration and size charts,
+//	                                history table, configuration
+//	#/jobs/{id}/checkpoints/{cid}   one checkpoint: a per-subtask timeline of
+//	                                start delay, alignment, sync and async phases
+//	#/jobs/{id}/exceptions          failures, newest first
+//
+// A job page has buttons to trigger a checkpoint (polling its trigger id),
+// take a savepoint (into a directory given in a field) and cancel the job
+// (after a confirmation). Pages refresh by polling, at the interval GET
+// /config reports. When the API requires a bearer token, the user enters it
+// in the token field; it is kept in sessionStorage and sent as the
+// Authorization header of every API request.
+//
+// The dashboard uses relative URLs only, so it also works behind a reverse
+// proxy that mounts the API under a path prefix.
+//
+// # Usage
+//
+// internal/rest mounts Handler at "/" itself. To serve the files elsewhere:
+//
+//	mux.Handle("/", web.Handler())
+package web
