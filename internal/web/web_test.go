@@ -121,7 +121,7 @@ func TestReferencedAssetsAreServed(t *testing.T) {
 			t.Errorf("index.html references %q: use a relative URL of an embedded file", u)
 			continue
 		}
-		if !web.Has("/"+u) {
+		if !web.Has("/" + u) {
 			t.Errorf("index.html references %q, which is not served", u)
 		}
 	}
