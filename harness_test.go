@@ -106,6 +106,13 @@ func runHarness(t *testing.T, seed uint64) harnessResult {
 
 func runHarnessOn(t *testing.T, seed uint64, backend string) harnessResult {
 	t.Helper()
+	return runHarnessWith(t, seed, backend, storage.NewMemoryStore())
+}
+
+// runHarnessWith runs the harness with checkpoints in base (memory, file or
+// S3), wrapped with injected storage faults.
+func runHarnessWith(t *testing.T, seed uint64, backend string, base storage.Store) harnessResult {
+	t.Helper()
 	const records, keys = 4000, 61
 	plan := newFaultPlan(seed)
 	rng := rand.New(rand.NewPCG(seed, 99))
@@ -119,7 +126,7 @@ func runHarnessOn(t *testing.T, seed uint64, backend string) harnessResult {
 	if err := faults.Add(storage.Rule{Ops: storage.OpCommit, Probability: 0.05}); err != nil {
 		t.Fatal(err)
 	}
-	weir.SetCheckpointStore(&opts, storage.WithFaults(storage.NewMemoryStore(), faults))
+	weir.SetCheckpointStore(&opts, storage.WithFaults(base, faults))
 	weir.SetFaultHooks(&opts, &weir.FaultHooks{
 		OnAlignment: func(task string, id int64) error {
 			if plan.maybe("alignment", 0.2) {

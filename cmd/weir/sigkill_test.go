@@ -135,7 +135,13 @@ type roundResult struct {
 // [sigkillMinDelay, maxDelay] (unless the run ends before), and lets the next
 // one finish.
 func sigkillRound(t *testing.T, rng *rand.Rand, dir, input string, want map[string]int, maxDelay time.Duration, maxKills int) roundResult {
-	out, ck := filepath.Join(dir, "out"), filepath.Join(dir, "ck")
+	return sigkillRoundAt(t, rng, dir, filepath.Join(dir, "ck"), input, want, maxDelay, maxKills)
+}
+
+// sigkillRoundAt is sigkillRound with checkpoints in ck, a --checkpoint-dir
+// of any scheme.
+func sigkillRoundAt(t *testing.T, rng *rand.Rand, dir, ck, input string, want map[string]int, maxDelay time.Duration, maxKills int) roundResult {
+	out := filepath.Join(dir, "out")
 	var res roundResult
 	args := []string{"run", "wordcount", "--input", input, "--output", out, "--parallelism", "2",
 		"--checkpoint-interval", "50ms", "--checkpoint-dir", ck}
