@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"time"
 
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/checkpoint"
@@ -248,6 +249,16 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 	jmOpts, err := jobMasterOptions(opts)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Checkpointing.store == nil {
+		// A missing bucket or wrong credentials are reported now, not at the
+		// first checkpoint.
+		pctx, cancel := context.WithTimeout(ctx, time.Minute)
+		err := storage.Probe(pctx, jmOpts.Storage)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("weir: Options.Checkpointing.Storage: %w", err)
+		}
 	}
 	if opts.StateBackend == "pebble" {
 		// Working files of an earlier process of this job are useless: state

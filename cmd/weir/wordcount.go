@@ -19,6 +19,7 @@ import (
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connectors/datagen"
 	"github.com/weirstream/weir/connectors/file"
+	"github.com/weirstream/weir/internal/storage"
 	"github.com/weirstream/weir/examples/wordcount"
 )
 
@@ -53,7 +54,7 @@ output directory. Without --input it counts a bundled demo text.`,
 	c.Flags().StringVar(&f.output, "output", "out/wordcount", "directory for the result's part files")
 	c.Flags().IntVar(&f.parallelism, "parallelism", 2, "number of subtasks per operator")
 	c.Flags().DurationVar(&f.interval, "checkpoint-interval", 0, "take a checkpoint this often (e.g. 1s); 0 disables periodic checkpoints")
-	c.Flags().StringVar(&f.ckptDir, "checkpoint-dir", "", "checkpoint storage: a directory, file:///path or memory://name (default: in memory)")
+	c.Flags().StringVar(&f.ckptDir, "checkpoint-dir", "", "checkpoint storage: a directory, file:///path, s3://bucket/prefix[?endpoint=host:port&secure=false&pathstyle=true] (credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) or memory://name (default: in memory)")
 	c.Flags().StringVar(&f.backend, "state-backend", "heap", `where keyed state lives: "heap" or "pebble"`)
 	c.Flags().StringVar(&f.restore, "restore", "", `resume from "latest" (the newest complete checkpoint in --checkpoint-dir) or from a checkpoint or savepoint path`)
 	return c
@@ -95,6 +96,17 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 
 	if f.backend != "heap" && f.backend != "pebble" {
 		return fmt.Errorf("--state-backend is %q: use heap or pebble", f.backend)
+	}
+	if f.ckptDir != "" {
+		// A bad URL, a missing bucket or wrong credentials: say so now, not
+		// at the first checkpoint.
+		st, err := storage.Open(f.ckptDir)
+		if err == nil {
+			err = storage.Probe(ctx, st)
+		}
+		if err != nil {
+			return fmt.Errorf("--checkpoint-dir: %w", err)
+		}
 	}
 	opts := weir.Options{Parallelism: f.parallelism, JobID: "wordcount", Restore: f.restore, StateBackend: f.backend}
 	opts.Checkpointing.Interval = f.interval
