@@ -106,6 +106,7 @@ func New[K comparable](r keygroup.Range, keyCodec codec.Codec[K], opts Options) 
 		// memtable instead (SnapshotIncremental).
 		DisableWAL:         true,
 		FormatMajorVersion: pebble.FormatNewest,
+		Merger:             listMerger,
 		Logger:             pebbleLogger{opts.Logger},
 	})
 	if err != nil {
@@ -162,7 +163,14 @@ func (b *Backend[K]) fail(err error) { b.opts.OnError(err) }
 // stateMeta is what the backend knows of a state name.
 type stateMeta struct {
 	id   uint64           // in the key layout
-	info format.StateInfo // how its entries are laid out
+	info format.StateInfo // how its entries are laid out in snapshots
+
+	// Set when a typed state registers the name; zero for a restored state
+	// not registered (yet), whose entries are the canonical ones, written
+	// into snapshots as they are.
+	typed   bool
+	ttl     int64 // milliseconds; 0 without TTL
+	grouped bool  // the entries are in the grouped layout (see layout.go)
 }
 
 // addName gives the new state name an id and records it with its info, in
@@ -180,18 +188,33 @@ func (b *Backend[K]) addName(info format.StateInfo, batch *pebble.Batch) (uint64
 		return 0, fmt.Errorf("pebble backend: record state %q: %w", name, err)
 	}
 	b.nextID++
-	b.states[name] = stateMeta{id, info}
+	b.states[name] = stateMeta{id: id, info: info}
 	i, _ := slices.BinarySearch(b.names, name)
 	b.names = slices.Insert(b.names, i, name)
 	return id, nil
 }
 
+// regSpec is what a typed state gives register besides its info.
+type regSpec struct {
+	ttl int64 // milliseconds; 0 without TTL
+	// grouped says that the kind keeps its entries in the grouped layout
+	// (layout.go); explode then splits a canonical entry value (after the
+	// TTL prefix) into its sub-entries, decoding them with the state's
+	// codecs, to convert restored entries.
+	grouped bool
+	explode func(rest []byte, emit func(sub, payload []byte) error) error
+	// check decodes one restored canonical entry (entry key and value
+	// bytes), so that a codec that does not match the restored bytes is
+	// caught at registration rather than on the first read of the key.
+	check func(key, value []byte) error
+}
+
 // register records the typed state described by info and returns its id.
-// If the state was restored, it must have been written as info says, and
-// check is given one restored entry (entry key and value bytes) of each key
-// group in which the state was restored, so that a codec that does not match
-// the restored bytes is caught now rather than on the first read of the key.
-func (b *Backend[K]) register(info format.StateInfo, check func(key, value []byte) error) (uint64, error) {
+// If the state was restored, it must have been written as info says: check
+// is given one restored entry of each key group in which the state was
+// restored, and a grouped kind's restored entries are all decoded and
+// converted to the grouped layout now.
+func (b *Backend[K]) register(info format.StateInfo, spec regSpec) (uint64, error) {
 	name := info.Name
 	if err := b.checkNewName(name); err != nil {
 		return 0, err
@@ -201,8 +224,13 @@ func (b *Backend[K]) register(info format.StateInfo, check func(key, value []byt
 		if err := checkRestoredInfo(st.info, info); err != nil {
 			return 0, err
 		}
-		if err := b.sample(name, st.id, check); err != nil {
+		if err := b.sample(name, st.id, spec.check); err != nil {
 			return 0, err // the bytes stay, so the state is not lost
+		}
+		if spec.grouped {
+			if err := b.convertRestored(name, st.id, spec); err != nil {
+				return 0, err
+			}
 		}
 		delete(b.unchecked, name)
 	}
@@ -212,7 +240,15 @@ func (b *Backend[K]) register(info format.StateInfo, check func(key, value []byt
 		if id, err = b.addName(info, nil); err != nil {
 			return 0, err
 		}
+		if spec.grouped {
+			if err := b.db.Set(metaGroupedKey(name), nil, pebble.NoSync); err != nil {
+				return 0, fmt.Errorf("pebble backend: record state %q: %w", name, err)
+			}
+		}
 	}
+	st = b.states[name]
+	st.typed, st.ttl, st.grouped = true, spec.ttl, spec.grouped
+	b.states[name] = st
 	b.registered[name] = true
 	return id, nil
 }

@@ -23,6 +23,7 @@ const (
 	groupPrefixLen = 2
 	metaPrefix     = 0xff
 	metaStateName  = 's'
+	metaGrouped    = 'g'
 )
 
 // errBadKey is wrapped when a key or meta entry in the database does not
@@ -77,6 +78,12 @@ func prefixEnd(p []byte) []byte {
 // are kept.
 func metaStateKey(name string) []byte {
 	return append([]byte{metaPrefix, metaStateName}, name...)
+}
+
+// metaGroupedKey is the key, with an empty value, that marks state name as
+// kept in the grouped layout (layout.go) rather than as canonical entries.
+func metaGroupedKey(name string) []byte {
+	return append([]byte{metaPrefix, metaGrouped}, name...)
 }
 
 // metaStatePrefix is the prefix of every metaStateKey.

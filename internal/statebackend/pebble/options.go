@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/weirstream/weir/state"
 )
 
 // Options configure a Backend. The zero value is not valid: Dir is required.
@@ -46,6 +49,27 @@ type Options struct {
 	// Logger receives the database's own log messages. Default: discards
 	// them.
 	Logger *slog.Logger
+	// Clock returns the processing time in milliseconds since the Unix
+	// epoch. States with a TTL read it on access, and Snapshot reads it once
+	// to leave expired entries out. It is called on the task goroutine
+	// only. Default: the wall clock, time.Now().UnixMilli().
+	Clock func() int64
+}
+
+// Option is an optional setting of a state, given to its constructor.
+type Option func(*stateOptions)
+
+type stateOptions struct {
+	ttl    state.TTLConfig
+	hasTTL bool
+}
+
+// WithTTL makes the state's entries expire (see state.TTLConfig), as on the
+// heap backend: an expired entry is never returned, is removed when it is
+// accessed and is left out of snapshots. The constructor fails if c is not
+// valid.
+func WithTTL(c state.TTLConfig) Option {
+	return func(o *stateOptions) { o.ttl, o.hasTTL = c, true }
 }
 
 // Defaults of Options.
@@ -78,6 +102,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = func() int64 { return time.Now().UnixMilli() }
 	}
 }
 

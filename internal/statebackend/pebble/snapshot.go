@@ -29,6 +29,11 @@ const (
 type stateRef struct {
 	id   uint64
 	info format.StateInfo
+	// Of a registered state (see stateMeta); zero for a restored state not
+	// registered, whose canonical entries are copied as they are.
+	typed   bool
+	ttl     int64
+	grouped bool
 }
 
 type snapshot[K comparable] struct {
@@ -39,6 +44,7 @@ type snapshot[K comparable] struct {
 	index  map[uint64]int   // state id → index in states
 	ps     *pebble.Snapshot // nil once released
 	phase  int
+	now    int64 // when the snapshot was taken: entries expired then are left out
 }
 
 var _ statebackend.Snapshot = (*snapshot[string])(nil)
@@ -59,10 +65,11 @@ func (b *Backend[K]) Snapshot(id int64) (statebackend.Snapshot, error) {
 		states: make([]stateRef, len(b.names)),
 		index:  make(map[uint64]int, len(b.names)),
 		ps:     b.db.NewSnapshot(),
+		now:    b.opts.Clock(),
 	}
 	for i, name := range b.names {
 		st := b.states[name]
-		s.states[i] = stateRef{st.id, st.info}
+		s.states[i] = stateRef{id: st.id, info: st.info, typed: st.typed, ttl: st.ttl, grouped: st.grouped}
 		s.index[st.id] = i
 	}
 	b.snapshots++
@@ -133,6 +140,21 @@ type groupEntries struct {
 	runs    []run // by index in snapshot.states
 }
 
+// add appends an entry of the state at index i.
+func (ge *groupEntries) add(i int, key, value []byte) {
+	r := &ge.runs[i]
+	if r.n == 0 {
+		r.start = len(ge.entries)
+	}
+	r.n++
+	e := span{k: len(ge.buf)}
+	ge.buf = append(ge.buf, key...)
+	e.v = len(ge.buf)
+	ge.buf = append(ge.buf, value...)
+	e.end = len(ge.buf)
+	ge.entries = append(ge.entries, e)
+}
+
 // span locates an entry in buf: key buf[k:v], value buf[v:end].
 type span struct{ k, v, end int }
 
@@ -161,9 +183,24 @@ func (s *snapshot[K]) write(w io.Writer) (h checkpoint.KeyedStateHandle, err err
 		return h, err
 	}
 	ge := groupEntries{runs: make([]run, len(s.states))}
+	groupers := make([]*grouper, len(s.states))
+	var gr *grouper   // of the current state, when it is grouped
 	var lastID uint64 // ids start at 1
 	var i int         // index of lastID in s.states
 	var ok bool
+	// flush adds the pending grouped entry of the current state.
+	flush := func() error {
+		if gr != nil {
+			k, v, done, err := gr.flush()
+			if err != nil {
+				return fmt.Errorf("state %q: %w", s.states[i].info.Name, err)
+			}
+			if done {
+				ge.add(i, k, v)
+			}
+		}
+		return nil
+	}
 	valid := it.First()
 	for g := s.groups.Start; g < s.groups.End; g++ {
 		ge.buf, ge.entries = ge.buf[:0], ge.entries[:0]
@@ -180,28 +217,52 @@ func (s *snapshot[K]) write(w io.Writer) (h checkpoint.KeyedStateHandle, err err
 				break
 			}
 			if id != lastID { // entries come in runs of one state
+				if err := flush(); err != nil {
+					return h, err
+				}
 				i, ok = s.index[id]
 				if !ok {
 					return h, fmt.Errorf("%w: key group %d has entries of state id %d, which no state name has", errBadKey, g, id)
 				}
 				lastID = id
+				gr = nil
+				if st := s.states[i]; st.typed && st.grouped {
+					if groupers[i] == nil {
+						groupers[i] = &grouper{kind: st.info.Kind, ttl: st.ttl, now: s.now}
+					}
+					gr = groupers[i]
+				}
 			}
 			value, err := it.ValueAndErr()
 			if err != nil {
 				return h, err
 			}
-			r := &ge.runs[i]
-			if r.n == 0 {
-				r.start = len(ge.entries)
+			st := &s.states[i]
+			switch {
+			case gr != nil:
+				k, v, done, err := gr.add(key, value)
+				if err != nil {
+					return h, fmt.Errorf("state %q, key group %d: %w", st.info.Name, g, err)
+				}
+				if done {
+					ge.add(i, k, v)
+				}
+				continue
+			case st.typed && st.ttl > 0:
+				last, _, err := format.SplitTTL(value)
+				if err != nil {
+					return h, fmt.Errorf("state %q, key group %d: %w", st.info.Name, g, err)
+				}
+				if s.now >= format.ExpiresAt(last, st.ttl) {
+					continue
+				}
 			}
-			r.n++
-			e := span{k: len(ge.buf)}
-			ge.buf = append(ge.buf, key...)
-			e.v = len(ge.buf)
-			ge.buf = append(ge.buf, value...)
-			e.end = len(ge.buf)
-			ge.entries = append(ge.entries, e)
+			ge.add(i, key, value)
 		}
+		if err := flush(); err != nil {
+			return h, err
+		}
+		lastID = 0 // the next key group starts a new run
 		if err := s.writeGroup(fw, g, &ge); err != nil {
 			return h, err
 		}
@@ -213,27 +274,53 @@ func (s *snapshot[K]) write(w io.Writer) (h checkpoint.KeyedStateHandle, err err
 }
 
 // described returns the infos of the states that the file's header must
-// describe: those that are not plain and have entries in the snapshot. It
-// looks for an entry of each such state in each key group until it finds
-// one: at most one seek per key group and state, and none for plain states
-// (a state registered by NewValueState is plain; others come from restored
-// files).
+// describe: those that are not plain and have live entries in the snapshot.
+// It looks for a live entry of each such state in each key group until it
+// finds one: without a TTL one seek per key group and state, and none for
+// plain states (a state registered by NewValueState is plain; others come
+// from restored files); with a TTL it reads expired entries (headers, in
+// the grouped layout) until the first live one.
 func (s *snapshot[K]) described(it *pebble.Iterator) ([]format.StateInfo, error) {
 	var infos []format.StateInfo
-	var prefix []byte
+	var prefix, seek []byte
 	for _, st := range s.states {
 		if st.info.Plain() {
 			continue
 		}
-		for g := s.groups.Start; g < s.groups.End; g++ {
+		found := false
+		for g := s.groups.Start; g < s.groups.End && !found; g++ {
 			prefix = appendStatePrefix(prefix[:0], g, st.id)
-			if it.SeekGE(prefix) && hasPrefix(it.Key(), prefix) {
-				infos = append(infos, st.info)
-				break
+			for valid := it.SeekGE(prefix); valid && hasPrefix(it.Key(), prefix); {
+				if !st.typed || st.ttl == 0 {
+					found = true
+					break
+				}
+				v, err := it.ValueAndErr()
+				if err != nil {
+					return nil, err
+				}
+				last, _, err := format.SplitTTL(v)
+				if err != nil {
+					return nil, fmt.Errorf("state %q, key group %d: %w", st.info.Name, g, err)
+				}
+				if s.now < format.ExpiresAt(last, st.ttl) {
+					found = true
+					break
+				}
+				if st.grouped { // skip the expired group's sub-entries
+					k := it.Key()
+					seek = append(append(seek[:0], k[:len(k)-1]...), subMark+1)
+					valid = it.SeekGE(seek)
+				} else {
+					valid = it.Next()
+				}
+			}
+			if err := it.Error(); err != nil {
+				return nil, err
 			}
 		}
-		if err := it.Error(); err != nil {
-			return nil, err
+		if found {
+			infos = append(infos, st.info)
 		}
 	}
 	return infos, nil

@@ -1,29 +1,39 @@
 package pebble
 
 import (
-	"fmt"
-
-	"github.com/cockroachdb/pebble/v2"
+	"errors"
+	"iter"
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/statebackend/format"
+	"github.com/weirstream/weir/state"
+)
+
+var (
+	_ state.Value[int] = (*ValueState[string, int])(nil)
+	_ state.Value[int] = (*NamespacedValueState[string, string, int])(nil)
 )
 
 // ValueState is a keyed value state in the database: one entry per key,
-// holding the value's codec bytes. Every Value decodes and every Update
-// encodes, so a value may be mutated after Update without affecting the
-// state (unlike on the heap backend); it also means that the value codec's
-// Decode must not return values aliasing its input, whose memory the
-// database reuses.
+// holding the value's codec bytes (after an 8-byte timestamp with a TTL).
+// Every Value decodes and every Update encodes, so a value may be mutated
+// after Update without affecting the state (unlike on the heap backend); it
+// also means that the value codec's Decode must not return values aliasing
+// its input, whose memory the backend reuses.
 //
 // Errors of the database or of decoding go to Options.OnError.
 type ValueState[K comparable, V any] struct {
-	b     *Backend[K]
-	name  string
-	id    uint64
-	codec codec.Codec[V]
-	kbuf  []byte // database key of the current key
-	vbuf  []byte // encoded value of the last Update
+	valueCore[K, noNamespace, V]
+}
+
+// NamespacedValueState is a value state scoped to the current key and the
+// current namespace (SetCurrentNamespace): one entry per key and
+// namespace, under key‖namespace. It implements state.Value[V] and has the
+// namespace methods SetCurrentNamespace, CurrentNamespace, Namespaces,
+// ClearAllNamespaces and Entries, as the heap backend's.
+type NamespacedValueState[K comparable, N comparable, V any] struct {
+	valueCore[K, N, V]
+	namespaceOps[K, N]
 }
 
 // NewValueState registers a value state named name. The codec serializes
@@ -32,107 +42,74 @@ type ValueState[K comparable, V any] struct {
 // match the state's bytes gives an error naming the state and the key group
 // (the others are decoded when read); the restored bytes stay, and the state
 // may be registered again with another codec.
-func NewValueState[K comparable, V any](b *Backend[K], name string, c codec.Codec[V]) (*ValueState[K, V], error) {
-	if err := b.checkNewName(name); err != nil {
+func NewValueState[K comparable, V any](b *Backend[K], name string, c codec.Codec[V], opts ...Option) (*ValueState[K, V], error) {
+	vc, err := newValueCore[K, noNamespace](b, name, nil, nil, c, opts)
+	if err != nil {
 		return nil, err
 	}
+	return &ValueState[K, V]{vc}, nil
+}
+
+// NewNamespacedValueState registers a value state named name whose entries
+// are scoped to a namespace as well as a key; nsCodec encodes namespaces
+// (after the key's bytes).
+func NewNamespacedValueState[K comparable, N comparable, V any](b *Backend[K], name string, nsCodec codec.Codec[N], c codec.Codec[V], opts ...Option) (*NamespacedValueState[K, N, V], error) {
+	vc, err := newValueCore(b, name, nsCodec, checkNamespaceCodec(nsCodec), c, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &NamespacedValueState[K, N, V]{vc, namespaceOps[K, N]{vc.c}}, nil
+}
+
+func newValueCore[K comparable, N comparable, V any](b *Backend[K], name string, nsCodec codec.Codec[N], argErr error, c codec.Codec[V], opts []Option) (valueCore[K, N, V], error) {
 	if c == nil {
-		return nil, fmt.Errorf("state %q: nil value codec", name)
+		argErr = errors.New("nil value codec")
 	}
-	id, err := b.register(format.PlainInfo(name), func(kb, vb []byte) error {
-		k, n, err := b.keyCodec.Decode(kb)
-		if err != nil {
-			return fmt.Errorf("decode key %x: %w", kb, err)
-		}
-		if n != len(kb) {
-			return fmt.Errorf("decode key %x: %d bytes left over: the key codec differs from the one that wrote the state", kb, len(kb)-n)
-		}
-		return decodeExact(c, vb, k)
-	})
-	if err != nil {
-		return nil, err
+	check := func(payload []byte) error {
+		_, err := decodeAll(c, payload)
+		return err
 	}
-	return &ValueState[K, V]{b: b, name: name, id: id, codec: c}, nil
+	core, err := newCore(b, format.StateInfo{Name: name, Kind: format.KindValue}, nsCodec, argErr, check, regSpec{}, opts)
+	return valueCore[K, N, V]{c: core, codec: c}, err
 }
 
-// decodeExact decodes all of vb, the value of key, with c.
-func decodeExact[V any](c codec.Codec[V], vb []byte, key any) error {
-	_, n, err := c.Decode(vb)
-	if err != nil {
-		return fmt.Errorf("decode value of key %v: %w", key, err)
-	}
-	if n != len(vb) {
-		return fmt.Errorf("decode value of key %v: %d bytes left over: the value codec differs from the one that wrote the state", key, len(vb)-n)
-	}
-	return nil
+// valueCore implements a value state for any namespace type.
+type valueCore[K comparable, N comparable, V any] struct {
+	c     *core[K, N]
+	codec codec.Codec[V]
 }
 
-// dbKey returns the database key of the current key in s.
-func (s *ValueState[K, V]) dbKey() ([]byte, error) {
-	if s.b.closed {
-		return nil, fmt.Errorf("state %q: %w", s.name, ErrClosed)
-	}
-	kb, err := s.b.currentKeyBytes()
-	if err != nil {
-		return nil, fmt.Errorf("state %q: %w", s.name, err)
-	}
-	s.kbuf = appendEntryKey(s.kbuf[:0], s.b.group, s.id, kb)
-	return s.kbuf, nil
-}
-
-func (s *ValueState[K, V]) errorf(op string, err error) error {
-	return fmt.Errorf("state %q, key %v (key group %d): %s: %w", s.name, s.b.key, s.b.group, op, err)
-}
-
-// Value returns the current key's value.
-func (s *ValueState[K, V]) Value() (V, bool) {
-	var zero V
-	k, err := s.dbKey()
-	if err != nil {
-		s.b.fail(err)
+// Value returns the current key's value. With a TTL it removes an expired
+// value and, with OnReadAndWrite, renews the value (a write).
+func (v valueCore[K, N, V]) Value() (V, bool) {
+	raw, ok := v.c.get(v.c.ns, true)
+	if !ok {
+		var zero V
 		return zero, false
 	}
-	raw, closer, err := s.b.db.Get(k)
-	if err == pebble.ErrNotFound {
-		return zero, false
-	}
+	val, err := decodeAll(v.codec, raw)
 	if err != nil {
-		s.b.fail(s.errorf("read", err))
+		v.c.fail("decode value", err)
+		var zero V
 		return zero, false
 	}
-	v, n, err := s.codec.Decode(raw)
-	if err == nil && n != len(raw) {
-		err = fmt.Errorf("%d bytes left over: the value codec differs from the one that wrote the state", len(raw)-n)
-	}
-	closer.Close()
-	if err != nil {
-		s.b.fail(s.errorf("decode value", err))
-		return zero, false
-	}
-	return v, true
+	return val, true
 }
 
 // Update sets the current key's value.
-func (s *ValueState[K, V]) Update(v V) {
-	k, err := s.dbKey()
-	if err != nil {
-		s.b.fail(err)
-		return
-	}
-	s.vbuf = s.codec.Append(s.vbuf[:0], v)
-	if err := s.b.db.Set(k, s.vbuf, pebble.NoSync); err != nil {
-		s.b.fail(s.errorf("write", err))
-	}
+func (v valueCore[K, N, V]) Update(val V) {
+	buf := v.codec.Append(v.c.startValue(), val)
+	v.c.wbuf = buf
+	v.c.put(v.c.ns, buf)
 }
 
 // Clear removes the current key's value.
-func (s *ValueState[K, V]) Clear() {
-	k, err := s.dbKey()
-	if err != nil {
-		s.b.fail(err)
-		return
-	}
-	if err := s.b.db.Delete(k, pebble.NoSync); err != nil {
-		s.b.fail(s.errorf("delete", err))
-	}
-}
+func (v valueCore[K, N, V]) Clear() { v.c.del(v.c.ns) }
+
+// Entries yields every (key, namespace) with a live value, across all the
+// key groups of the backend, in the order of their bytes; expired entries
+// (with a TTL) are skipped, not removed. It reads the state without
+// changing it and without changing the current key or namespace. The loop
+// must not write to this state; it may read it and write to other states.
+// (As the heap backend's Entries; timers rebuild their queues from it.)
+func (s *NamespacedValueState[K, N, V]) Entries() iter.Seq2[K, N] { return s.c.entries() }
