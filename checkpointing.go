@@ -25,6 +25,10 @@ type restoredState struct {
 	keyed        []checkpoint.KeyedStateHandle
 	splits       []connector.SplitState
 	committables []connector.Committable
+	// lists and broadcast are the instance's share of the operator list
+	// and broadcast state (redistributeOperatorState, opstate.go).
+	lists     []checkpoint.ListState
+	broadcast []checkpoint.BroadcastState
 	// open reads a keyed-state handle, checking its size and checksum.
 	open func(h checkpoint.KeyedStateHandle) ([]byte, error)
 }
@@ -72,6 +76,7 @@ func (bc *buildCtx) restoreFor(n *nodeBase, s, par int, env *opEnv) *restoredSta
 			rs.committables = append(rs.committables, connector.Committable{CheckpointID: c.CheckpointID, Subtask: c.Subtask, Data: c.Data})
 		}
 	}
+	rs.lists, rs.broadcast = redistributeOperatorState(op.Subtasks, par, s)
 	return rs
 }
 

@@ -56,7 +56,7 @@ func (o *coProcessOp[A, B, OUT]) Finish() error             { return nil }
 func (o *coProcessOp[A, B, OUT]) Close() error              { return openClose[*Context]{o.fn, o.ctx}.close() }
 func (o *coProcessOp[A, B, OUT]) input1() runtime.Output[A] { return &o.in1 }
 func (o *coProcessOp[A, B, OUT]) SnapshotState(id int64, _ *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
-	return runtime.OperatorSnapshot{Stateless: true}, userHooks{o.fn}.snapshot(id)
+	return o.ctx.env.ops.snapshot(id, o.fn)
 }
 func (o *coProcessOp[A, B, OUT]) NotifyCheckpointComplete(id int64) error {
 	return userHooks{o.fn}.NotifyCheckpointComplete(id)

@@ -276,6 +276,9 @@ type opEnv struct {
 	restored  *restoredState
 	responder runtime.Responder
 	taskID    string
+
+	// ops is the instance's operator list and broadcast state (opstate.go).
+	ops *opStates
 }
 
 func (bc *buildCtx) opEnv(n *nodeBase, s int) *opEnv {
@@ -293,6 +296,7 @@ func (bc *buildCtx) opEnv(n *nodeBase, s int) *opEnv {
 	env.backend = bc.opts.StateBackend
 	env.stateDir = filepath.Join(bc.opts.LocalStateDir, unsafeName.ReplaceAllString(bc.opts.JobID, "_"))
 	env.restored = bc.restoreFor(n, s, par, env)
+	env.ops = newOpStates(s, bc.restore != nil, env.restored)
 	if len(n.sides) > 0 {
 		env.sides = make(map[string]any, len(n.sides))
 		for tag, p := range n.sides {

@@ -117,7 +117,11 @@ func (k *keyedEnv[K]) snapshot(id int64, opts *runtime.BarrierOptions, fn any) (
 	if err := (userHooks{fn}).snapshot(id); err != nil {
 		return runtime.OperatorSnapshot{}, err
 	}
-	return snapshotKeyed(k.backend, k.env, id, opts)
+	snap, err := snapshotKeyed(k.backend, k.env, id, opts)
+	if err == nil {
+		k.env.ops.addTo(&snap) // operator list state of a keyed function (opstate.go)
+	}
+	return snap, err
 }
 
 // setKey scopes the state to key.

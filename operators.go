@@ -92,7 +92,7 @@ func (o *processOp[T, U]) Finish() error { return nil }
 func (o *processOp[T, U]) Close() error  { return openClose[*Context]{o.fn, o.ctx}.close() }
 
 func (o *processOp[T, U]) SnapshotState(id int64, _ *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
-	return runtime.OperatorSnapshot{Stateless: true}, userHooks{o.fn}.snapshot(id)
+	return o.ctx.env.ops.snapshot(id, o.fn)
 }
 func (o *processOp[T, U]) NotifyCheckpointComplete(id int64) error {
 	return userHooks{o.fn}.NotifyCheckpointComplete(id)
