@@ -2,15 +2,25 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
+	"os"
+	"os/signal"
 	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/nexmark"
+	"github.com/weirstream/weir/nexmark/queries"
 )
 
 func newNexmarkCommand() *cobra.Command {
@@ -20,7 +30,7 @@ func newNexmarkCommand() *cobra.Command {
 		Long: `Nexmark models an online auction: one stream of Person, Auction and Bid
 events, and the queries q0–q22 of the Flink Nexmark project over it.`,
 	}
-	c.AddCommand(newNexmarkGenCommand())
+	c.AddCommand(newNexmarkGenCommand(), newNexmarkRunCommand(), newNexmarkReportCommand())
 	return c
 }
 
@@ -98,3 +108,369 @@ func printGenSummary(w io.Writer, c nexmark.Counts, where string) {
 	fmt.Fprintf(w, "nexmark gen: wrote %d events (persons %d, auctions %d, bids %d) to %s\n",
 		c.Total(), c.Persons, c.Auctions, c.Bids, where)
 }
+
+// --- weir nexmark run -----------------------------------------------------------
+
+type nexmarkRunFlags struct {
+	query       string
+	events      int64
+	rate        float64
+	seed        int64
+	input       string
+	output      string
+	parallelism int
+	interval    time.Duration
+	ckptDir     string
+	restore     string
+	backend     string
+	restart     string
+}
+
+func newNexmarkRunCommand() *cobra.Command {
+	var f nexmarkRunFlags
+	c := &cobra.Command{
+		Use:   "run --query qN (--events N | --input FILE)",
+		Short: "Run a Nexmark query and report its throughput",
+		Long: `Runs one Nexmark query over the generated stream (--events, --rate, --seed,
+as weir nexmark gen) or over a file written by weir nexmark gen (--input).
+Event time is each record's dateTime; the watermark trails it by 4 s and
+jumps to the maximum at the end of the input.
+
+Without --output the rows go to a blackhole that counts them (what the
+Nexmark suite measures). With --output DIR they are written as CSV part files:
+one row a line, the columns of the query's sink table in order, times in
+milliseconds since the epoch, decimals with three digits after the point.
+Updating queries (q4, q9, q15-q19) write a changelog: each row starts with
++I, -U, +U or -D, and replaying a key's rows in file order gives its final
+row. With checkpointing on, the exactly-once part-file sink writes them.
+
+At the end it prints the events, the wall time, the CPU time (user+sys),
+events per second, events per second per CPU core (events / CPU seconds)
+and the checkpoints (count, p50 and max duration, size).
+
+Queries: ` + strings.Join(queries.Names(), ", ") + `.`,
+		Example: `  weir nexmark run --query q3 --events 1000000
+  weir nexmark run --query q15 --events 10000000 --checkpoint-interval 10s --state-backend pebble
+  weir nexmark run --query q1 --input events.jsonl --output out/q1`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runNexmarkRun(cmd, f)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.query, "query", "", "the query to run, e.g. q3 (required)")
+	fl.Int64Var(&f.events, "events", 0, "number of events to generate (required unless --input)")
+	fl.Float64Var(&f.rate, "rate", nexmark.DefaultRate, "events per second of event time: sets the timestamps, not the speed")
+	fl.Int64Var(&f.seed, "seed", 0, "seed of the random draws (as weir nexmark gen)")
+	fl.StringVar(&f.input, "input", "", "read the events from this file of JSON lines (written by weir nexmark gen) instead of generating them")
+	fl.StringVar(&f.output, "output", "", "directory for the rows as CSV part files (default: a counting blackhole)")
+	addNexmarkJobFlags(fl, &f)
+	return c
+}
+
+// flagSet is the part of pflag.FlagSet the job flags use.
+type flagSet interface {
+	IntVar(p *int, name string, value int, usage string)
+	DurationVar(p *time.Duration, name string, value time.Duration, usage string)
+	StringVar(p *string, name string, value string, usage string)
+}
+
+func addNexmarkJobFlags(fl flagSet, f *nexmarkRunFlags) {
+	fl.IntVar(&f.parallelism, "parallelism", 2, "number of subtasks per operator")
+	fl.DurationVar(&f.interval, "checkpoint-interval", 0, "take a checkpoint this often (e.g. 10s); 0 disables periodic checkpoints")
+	fl.StringVar(&f.ckptDir, "checkpoint-dir", "", "checkpoint storage: a directory, file:///path or memory://name (default: in memory)")
+	fl.StringVar(&f.backend, "state-backend", "heap", `where keyed state lives: "heap" or "pebble"`)
+	fl.StringVar(&f.restore, "restore", "", `resume from "latest" (the newest complete checkpoint in --checkpoint-dir) or from a checkpoint or savepoint path`)
+	fl.StringVar(&f.restart, "restart", "fixed-delay:attempts=3,delay=100ms", `restart strategy after a failure: none, fixed-delay[:attempts=N,delay=D], exponential-delay, failure-rate`)
+}
+
+// jobOptions checks the job flags and returns the job's options.
+func (f *nexmarkRunFlags) jobOptions() (weir.Options, error) {
+	switch {
+	case f.parallelism < 1 || f.parallelism > 128:
+		return weir.Options{}, fmt.Errorf("--parallelism is %d: use a value from 1 to 128", f.parallelism)
+	case f.interval < 0:
+		return weir.Options{}, fmt.Errorf("--checkpoint-interval is %v: use 0 (off) or a positive duration such as 10s", f.interval)
+	case f.restore == "latest" && f.ckptDir == "":
+		return weir.Options{}, errors.New("--restore latest needs --checkpoint-dir: the directory that holds the checkpoints")
+	case f.backend != "heap" && f.backend != "pebble":
+		return weir.Options{}, fmt.Errorf("--state-backend is %q: use heap or pebble", f.backend)
+	}
+	opts := weir.Options{Parallelism: f.parallelism, Restore: f.restore, StateBackend: f.backend, Restart: f.restart}
+	opts.Checkpointing.Interval = f.interval
+	if f.ckptDir != "" {
+		opts.Checkpointing.Storage = f.ckptDir
+	}
+	return opts, nil
+}
+
+func (f *nexmarkRunFlags) exactlyOnce() bool { return f.interval > 0 || f.ckptDir != "" || f.restore != "" }
+
+// nexmarkSource checks the source flags and returns the event table and its
+// number of events.
+func nexmarkSource(cmd *cobra.Command, f *nexmarkRunFlags) (connector.Source[nexmark.Event], int64, error) {
+	eventsSet := cmd.Flags().Changed("events")
+	switch {
+	case f.input != "" && eventsSet:
+		return nil, 0, errors.New("give either --events (generate the events) or --input (read them from a file), not both")
+	case f.input != "":
+		n, err := countEvents(f.input)
+		if err != nil {
+			return nil, 0, err
+		}
+		return nexmark.JSONFile(f.input), n, nil
+	case !eventsSet:
+		return nil, 0, errors.New("--events is required: the number of events to generate, e.g. --events 1000000 (or read a file with --input)")
+	case f.events < 1:
+		return nil, 0, fmt.Errorf("--events is %d: use a number of events >= 1", f.events)
+	case math.IsNaN(f.rate) || math.IsInf(f.rate, 0) || f.rate < nexmark.MinRate:
+		return nil, 0, fmt.Errorf("--rate is %v: use a number of events per second >= %v, e.g. --rate 10000", f.rate, nexmark.MinRate)
+	}
+	return nexmark.Source(nexmark.Config{Events: f.events, Rate: f.rate, Seed: f.seed}), f.events, nil
+}
+
+// countEvents counts the non-blank lines of a file of events (the source
+// skips blank lines), so that the report can give rates.
+func countEvents(path string) (int64, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, fmt.Errorf("--input %q does not exist: write one with weir nexmark gen", path)
+		}
+		return 0, fmt.Errorf("cannot read --input: %w", err)
+	}
+	defer fh.Close()
+	var n int64
+	blank := true
+	buf := make([]byte, 1<<20)
+	for {
+		k, err := fh.Read(buf)
+		for _, c := range buf[:k] {
+			switch c {
+			case '\n':
+				if !blank {
+					n++
+				}
+				blank = true
+			case ' ', '\t', '\r':
+			default:
+				blank = false
+			}
+		}
+		if err == io.EOF {
+			if !blank {
+				n++
+			}
+			return n, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("cannot read --input: %w", err)
+		}
+	}
+}
+
+func runNexmarkRun(cmd *cobra.Command, f nexmarkRunFlags) error {
+	if f.query == "" {
+		return errors.New("--query is required: one of " + strings.Join(queries.Names(), ", "))
+	}
+	q, err := queries.Lookup(f.query)
+	if err != nil {
+		return err
+	}
+	src, events, err := nexmarkSource(cmd, &f)
+	if err != nil {
+		return err
+	}
+	opts, err := f.jobOptions()
+	if err != nil {
+		return err
+	}
+	if f.output != "" {
+		// A restored run continues an earlier one: its committed rows stay.
+		if err := prepareOutput(f.output, f.restore == ""); err != nil {
+			return err
+		}
+	}
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := queries.Run(ctx, queries.RunOptions{
+		Query: q, Source: src, Events: events, OutputDir: f.output, ExactlyOnce: f.exactlyOnce(), Env: opts,
+	})
+	if err != nil {
+		return fmt.Errorf("nexmark %s failed: %w", q.Name, err)
+	}
+	printNexmarkResult(cmd.OutOrStdout(), res, f)
+	return nil
+}
+
+func printNexmarkResult(w io.Writer, r queries.Result, f nexmarkRunFlags) {
+	where := "generated"
+	if f.input != "" {
+		where = "from " + f.input
+	}
+	fmt.Fprintf(w, "nexmark %s: %d events (%s), parallelism %d, %s state backend\n", r.Query, r.Events, where, f.parallelism, f.backend)
+	if r.Rows >= 0 {
+		fmt.Fprintf(w, "  rows         %d (blackhole)\n", r.Rows)
+	} else {
+		abs, _ := filepath.Abs(f.output)
+		fmt.Fprintf(w, "  rows         in %s\n", abs)
+	}
+	fmt.Fprintf(w, "  wall time    %v\n", r.Wall.Round(time.Millisecond))
+	fmt.Fprintf(w, "  CPU time     %v (user+sys)\n", r.CPU.Round(time.Millisecond))
+	fmt.Fprintf(w, "  events/s     %.0f\n", r.EventsPerSecond())
+	fmt.Fprintf(w, "  events/s per CPU core  %.0f\n", r.EventsPerCore())
+	p50, pmax := r.CheckpointDurations()
+	last, smax := r.CheckpointSizes()
+	fmt.Fprintf(w, "  checkpoints  %d completed, %d failed, %d restarts; duration p50 %v, max %v; size last %s, max %s\n",
+		r.Checkpoints.Completed, r.Checkpoints.Failed, r.Checkpoints.Restarts,
+		p50.Round(time.Microsecond), pmax.Round(time.Microsecond), byteSize(last), byteSize(smax))
+}
+
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// --- weir nexmark report --------------------------------------------------------
+
+// flinkPerCore are Flink's published events/s per core (NEXMARK.md): the V1
+// guide (RocksDB) and the V2 guide (ForSt on HDFS).
+var flinkPerCore = map[string][2]float64{
+	"q0": {155e3, 379e3}, "q1": {158e3, 395e3}, "q2": {175e3, 414e3}, "q3": {152e3, 219e3},
+	"q4": {34e3, 28e3}, "q5": {22e3, 75e3}, "q7": {12e3, 23e3}, "q8": {146e3, 162e3},
+	"q9": {14e3, 14e3}, "q10": {58e3, 133e3}, "q11": {40e3, 46e3}, "q12": {76e3, 194e3},
+	"q13": {131e3, 188e3}, "q14": {161e3, 259e3}, "q15": {72e3, 168e3}, "q16": {19e3, 45e3},
+	"q17": {117e3, 161e3}, "q18": {54e3, 65e3}, "q19": {44e3, 43e3}, "q20": {19e3, 18e3},
+	"q21": {98e3, 147e3}, "q22": {130e3, 212e3},
+}
+
+type nexmarkReportFlags struct {
+	nexmarkRunFlags
+	queries  string
+	backends string
+}
+
+func newNexmarkReportCommand() *cobra.Command {
+	var f nexmarkReportFlags
+	c := &cobra.Command{
+		Use:   "report --events N",
+		Short: "Run Nexmark queries one after the other and print a markdown table",
+		Long: `Runs each query of --queries on each state backend of --state-backends over
+the same generated stream, in this process, one after the other, each into a
+counting blackhole, and prints a markdown table of events/s and events/s per
+CPU core beside Flink's published per-core figures, with the checkpoints
+taken. With --checkpoint-interval, checkpoints are exactly-once and written
+to a temporary directory (or under --checkpoint-dir), removed after each run.`,
+		Example: `  weir nexmark report --events 10000000 --checkpoint-interval 10s --state-backends heap,pebble
+  weir nexmark report --events 1000000 --queries q0,q1,q3`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runNexmarkReport(cmd, f)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.queries, "queries", "all", `comma-separated queries, or "all"`)
+	fl.StringVar(&f.backends, "state-backends", "heap", `comma-separated state backends: heap, pebble`)
+	fl.Int64Var(&f.events, "events", 0, "number of events to generate for each run (required)")
+	fl.Float64Var(&f.rate, "rate", nexmark.DefaultRate, "events per second of event time")
+	fl.Int64Var(&f.seed, "seed", 0, "seed of the random draws")
+	addNexmarkJobFlags(fl, &f.nexmarkRunFlags)
+	fl.Lookup("state-backend").Hidden = true
+	fl.Lookup("restore").Hidden = true
+	return c
+}
+
+func runNexmarkReport(cmd *cobra.Command, f nexmarkReportFlags) error {
+	var qs []queries.Query
+	if f.queries == "all" {
+		qs = queries.All()
+	} else {
+		for _, name := range strings.Split(f.queries, ",") {
+			q, err := queries.Lookup(name)
+			if err != nil {
+				return err
+			}
+			qs = append(qs, q)
+		}
+	}
+	backends := strings.Split(f.backends, ",")
+	for _, b := range backends {
+		if b != "heap" && b != "pebble" {
+			return fmt.Errorf("--state-backends has %q: use heap, pebble or heap,pebble", b)
+		}
+	}
+	if cmd.Flags().Changed("restore") {
+		return errors.New("--restore does not apply to a report: each run starts empty")
+	}
+	if _, _, err := nexmarkSource(cmd, &f.nexmarkRunFlags); err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	w := cmd.OutOrStdout()
+	ckpt := "none"
+	if f.interval > 0 {
+		ckpt = "exactly-once every " + f.interval.String()
+	}
+	fmt.Fprintf(w, "Nexmark, %d events (rate %v/s of event time, seed %d), parallelism %d, checkpoints: %s; blackhole sinks.\n\n",
+		f.events, f.rate, f.seed, f.parallelism, ckpt)
+	fmt.Fprintln(w, "| query | state | events/s | events/s per core | Flink V1 per core | Flink V2 per core | weir / Flink V2 | wall | CPU | rows | checkpoints (n, p50, max, size) |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	for _, q := range qs {
+		for _, backend := range backends {
+			run := f.nexmarkRunFlags
+			run.backend = backend
+			opts, err := run.jobOptions()
+			if err != nil {
+				return err
+			}
+			dir, err := os.MkdirTemp(f.ckptDir, "weir-nexmark-report-")
+			if err != nil {
+				return fmt.Errorf("cannot create a checkpoint directory: %w", err)
+			}
+			opts.Checkpointing.Storage = dir
+			src, events, _ := nexmarkSource(cmd, &run)
+			res, err := queries.Run(ctx, queries.RunOptions{Query: q, Source: src, Events: events, Env: opts})
+			os.RemoveAll(dir)
+			if err != nil {
+				return fmt.Errorf("nexmark %s on %s failed: %w", q.Name, backend, err)
+			}
+			fmt.Fprintln(w, reportRow(res, backend))
+		}
+	}
+	return nil
+}
+
+func reportRow(r queries.Result, backend string) string {
+	flink, ok := flinkPerCore[r.Query]
+	v1, v2, ratio := "–", "–", "–"
+	if ok {
+		v1, v2 = kilo(flink[0]), kilo(flink[1])
+		ratio = fmt.Sprintf("%.2f", r.EventsPerCore()/flink[1])
+	}
+	p50, pmax := r.CheckpointDurations()
+	_, smax := r.CheckpointSizes()
+	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %.2fs | %.2fs | %d | %d, %v, %v, %s |",
+		r.Query, backend, kilo(r.EventsPerSecond()), kilo(r.EventsPerCore()), v1, v2, ratio,
+		r.Wall.Seconds(), r.CPU.Seconds(), r.Rows,
+		r.Checkpoints.Completed, p50.Round(time.Millisecond), pmax.Round(time.Millisecond), byteSize(smax))
+}
+
+// kilo writes a rate in thousands, as the Nexmark tables do.
+func kilo(v float64) string { return fmt.Sprintf("%.0f K", v/1000) }
