@@ -204,7 +204,9 @@ func (f *nexmarkRunFlags) jobOptions() (weir.Options, error) {
 	return opts, nil
 }
 
-func (f *nexmarkRunFlags) exactlyOnce() bool { return f.interval > 0 || f.ckptDir != "" || f.restore != "" }
+func (f *nexmarkRunFlags) exactlyOnce() bool {
+	return f.interval > 0 || f.ckptDir != "" || f.restore != ""
+}
 
 // nexmarkSource checks the source flags and returns the event table and its
 // number of events.
