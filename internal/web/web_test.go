@@ -10,10 +10,14 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/weirstream/weir/internal/rest"
 	"github.com/weirstream/weir/internal/rest/resttest"
 	"github.com/weirstream/weir/internal/web"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type answer struct {
 	code   int

@@ -226,8 +226,8 @@ function overviewPage() {
       el("div", { class: "table-wrap" }, el("table", { id: "jobs-table" },
         el("thead", {}, el("tr", {},
           el("th", { text: "Name" }), el("th", { text: "Job id" }), el("th", { text: "Status" }),
-          el("th", { text: "Start" }), el("th", { text: "End" }), el("th", { class: "num", text: "Duration" }),
-          el("th", { class: "num", text: "Tasks" }), el("th", { text: "Vertices by status" }))),
+          el("th", { class: "num", text: "Start" }), el("th", { class: "num", text: "End" }), el("th", { class: "num", text: "Duration" }),
+          el("th", { class: "num", text: "Tasks" }), el("th", { text: "Tasks by status" }))),
         el("tbody", { id: "jobs-body" })))));
   return {
     title: "Jobs",
@@ -754,7 +754,8 @@ function checkpointView(jobId, checkpointId) {
         el("span", {}, el("span", { class: "swatch sw-align" }), "alignment"),
         el("span", {}, el("span", { class: "swatch sw-sync" }), "sync phase"),
         el("span", {}, el("span", { class: "swatch sw-async" }), "async phase"),
-        el("span", {}, el("span", { class: "swatch sw-wait" }), "until acknowledged"))),
+        el("span", {}, el("span", { class: "swatch sw-wait" }), "until acknowledged"),
+        el("span", {}, el("span", { class: "swatch sw-ack" }), "acknowledged"))),
     el("section", { class: "panel" }, el("h2", { text: "Subtasks" }), el("div", { id: "subtask-tables" })));
   return {
     root,
@@ -776,7 +777,7 @@ function checkpointView(jobId, checkpointId) {
       if (detail.failure_message) facts.push(["Failure", detail.failure_message]);
       fill("ckpt-facts", facts.map(([k, v]) => [el("dt", { text: k }), el("dd", { text: v })]));
       const groups = order.map((id, i) => ({ id, name: names.get(id) || id, subtasks: perVertex[i].subtasks }));
-      fill("timeline", drawTimeline(groups, detail));
+      fill("timeline", drawTimeline(groups, detail, $("timeline").clientWidth));
       fill("subtask-tables", groups.map(subtaskTable));
     },
   };
@@ -798,8 +799,8 @@ function phases(s) {
   return out;
 }
 
-function drawTimeline(groups, detail) {
-  const LABEL = 200, W = 980, ROW = 22, GROUP = 26, TOP = 26, R = 20;
+function drawTimeline(groups, detail, width) {
+  const LABEL = 200, W = Math.max(720, width || 0), ROW = 22, GROUP = 26, TOP = 26, R = 24;
   const done = groups.flatMap((g) => g.subtasks.filter((s) => s.status === "completed"));
   const span = Math.max(1, detail.end_to_end_duration || 0, ...done.map((s) => Math.max(s.end_to_end_duration || 0, phases(s).at(-1).start)));
   const ticks = niceTicks(span, 6);
@@ -827,7 +828,9 @@ function drawTimeline(groups, detail) {
           row.append(svg("rect", { class: `ph-${p.kind}`, x: x(p.start), y: yy + (p.kind === "wait" ? 8 : 4), width: Math.max(1, x(p.start + p.len) - x(p.start)), height: p.kind === "wait" ? ROW - 16 : ROW - 8 },
             svg("title", { text: `subtask ${s.index} ${phaseName(p.kind)}: ${p.len} ms (from ${p.start} ms)` })));
         }
-        row.append(svg("title", { text: `subtask ${s.index}: acknowledged after ${s.end_to_end_duration} ms, ${fmtBytes(s.state_size)}` }));
+        const ack = x(s.end_to_end_duration || 0);
+        row.append(svg("path", { class: "ack", d: `M${ack},${yy + 3} l4,8 l-4,8 l-4,-8 z` },
+          svg("title", { text: `subtask ${s.index}: acknowledged after ${s.end_to_end_duration} ms, ${fmtBytes(s.state_size)}` })));
       }
       root.append(row);
       yy += ROW;
@@ -907,7 +910,8 @@ async function loadConfig() {
   try {
     const c = await api("config");
     if (c["refresh-interval"] > 0) app.refreshMs = Math.max(200, c["refresh-interval"]);
-    $("version").textContent = `v${c["weir-version"]}${c["weir-revision"] ? " · " + c["weir-revision"].slice(0, 8) : ""}`;
+    const v = c["weir-version"] || "";
+    $("version").textContent = `${/^\d/.test(v) ? "v" + v : v}${c["weir-revision"] ? " · " + c["weir-revision"].slice(0, 8) : ""}`;
   } catch (e) {
     reportError(e);
   }

@@ -1,0 +1,91 @@
+package web_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/weirstream/weir/internal/rest"
+	"github.com/weirstream/weir/internal/rest/resttest"
+)
+
+// TestBrowserFakeJob drives the dashboard over the in-memory JobManager
+// behind a token: the page asks for the token, then shows the job, takes a
+// savepoint into the directory typed in, and cancels the job after the
+// confirmation.
+func TestBrowserFakeJob(t *testing.T) {
+	b := newBrowser(t, 90*time.Second)
+	jm := resttest.NewJobManager()
+	job := jm.Add(resttest.NewJob("wordcount", "WordCount"))
+	if _, err := job.TriggerCheckpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := rest.New(jm, rest.Options{Token: "s3cret", RefreshInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := serve(t, srv)
+
+	// Without the token the page says what to do; with it, the jobs show.
+	b.do(t, "open the dashboard", chromedp.Navigate(url+"/"))
+	b.waitFor(t, "the page asks for a token", `document.getElementById("banner").textContent.includes("needs a bearer token")`)
+	b.do(t, "enter the token", chromedp.SendKeys(chromedp.ID("token"), "s3cret"), chromedp.Click(chromedp.CSS(`#token-form button`)))
+	b.waitFor(t, "the job is listed", `document.querySelector('tr[data-job-id="wordcount"]')?.textContent.includes("RUNNING")`)
+	b.waitFor(t, "the banner is gone", `document.getElementById("banner").hidden`)
+	if got := evaluate[string](t, b, `sessionStorage.getItem("weir.token")`); got != "s3cret" {
+		t.Errorf("token in sessionStorage: %q", got)
+	}
+
+	// The job graph: two vertices and their edge.
+	b.do(t, "open the job", chromedp.Click(chromedp.CSS(`tr[data-job-id="wordcount"] a`)))
+	b.waitFor(t, "the graph shows", `document.querySelectorAll("#job-graph g.vertex").length === 2 && document.querySelectorAll("#job-graph g.edge").length === 1`)
+	b.waitFor(t, "the source is backpressured (low)", `document.querySelector('#job-graph g.vertex[data-vertex-id="1"]').classList.contains("bp-low")`)
+
+	// A savepoint into the directory typed in.
+	b.do(t, "take a savepoint", chromedp.SendKeys(chromedp.ID("savepoint-dir"), "file:///tmp/mine"), chromedp.Click(chromedp.ID("trigger-savepoint")))
+	b.waitFor(t, "the savepoint completes", `document.getElementById("op-status").dataset.state === "completed"`)
+	if got := evaluate[string](t, b, `document.getElementById("op-status").textContent`); !contains(got, "Savepoint", "completed", "file:///tmp/mine/savepoint-") {
+		t.Errorf("operation status %q", got)
+	}
+
+	// The checkpoint's timeline: four subtasks in two vertices.
+	b.do(t, "open the checkpoints", chromedp.Navigate(url+"/#/jobs/wordcount/checkpoints"))
+	b.waitFor(t, "checkpoint 1 is listed", `document.querySelector('#history-body tr[data-checkpoint-id="1"][data-status="COMPLETED"]') !== null`)
+	b.do(t, "open checkpoint 1", chromedp.Click(chromedp.CSS(`#history-body tr[data-checkpoint-id="1"] a`)))
+	b.waitFor(t, "the timeline shows", `document.querySelectorAll("#checkpoint-timeline g.tl-row").length === 4`)
+	if n := evaluate[int](t, b, `document.querySelectorAll("#checkpoint-timeline .ph-async").length`); n != 4 {
+		t.Errorf("%d async bars, want 4", n)
+	}
+
+	// Cancel: nothing happens until confirmed.
+	b.do(t, "back to the job", chromedp.Navigate(url+"/#/jobs/wordcount"))
+	b.waitFor(t, "the job page shows", `document.querySelectorAll("#job-graph g.vertex").length === 2`)
+	b.do(t, "ask to cancel", chromedp.Click(chromedp.ID("cancel-job")))
+	b.waitFor(t, "the confirmation opens", `document.getElementById("confirm").open`)
+	b.do(t, "keep it running", chromedp.Click(chromedp.ID("confirm-keep")))
+	b.waitFor(t, "the confirmation closes", `!document.getElementById("confirm").open`)
+	if n := job.Cancels(); n != 0 {
+		t.Fatalf("cancelled %d times without confirmation", n)
+	}
+	b.do(t, "cancel", chromedp.Click(chromedp.ID("cancel-job")))
+	b.waitFor(t, "the confirmation opens", `document.getElementById("confirm").open`)
+	b.do(t, "confirm", chromedp.Click(chromedp.ID("confirm-cancel")))
+	b.waitFor(t, "the job shows CANCELED", `document.getElementById("job-status").textContent === "CANCELED"`)
+	if n := job.Cancels(); n != 1 {
+		t.Errorf("cancelled %d times", n)
+	}
+	b.waitFor(t, "the buttons are disabled", `document.getElementById("trigger-checkpoint").disabled && document.getElementById("cancel-job").disabled`)
+	b.checkNoPageErrors(t)
+}
+
+func contains(s string, parts ...string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
