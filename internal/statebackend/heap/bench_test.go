@@ -88,9 +88,29 @@ func BenchmarkWriteAfterSnapshot(b *testing.B) {
 }
 
 // BenchmarkWriteState measures the asynchronous part: encoding, sorting and
-// writing 1M entries.
+// writing 1M entries, with string keys and with the int64 keys of the
+// checkpoint overhead benchmark (bench/checkpoint_test.go).
 func BenchmarkWriteState(b *testing.B) {
-	be, _, _ := benchBackend(b, 1_000_000)
+	b.Run("keys=string", func(b *testing.B) {
+		be, _, _ := benchBackend(b, 1_000_000)
+		benchWriteState(b, be)
+	})
+	b.Run("keys=int64", func(b *testing.B) {
+		kc := codec.Int64()
+		be := New(keygroup.Range{Start: 0, End: maxPar}, kc)
+		s, err := NewValueState(be, "count", codec.Int64())
+		if err != nil {
+			b.Fatal(err)
+		}
+		for k := range int64(1_000_000) {
+			be.SetCurrentKey(k, groupOf(kc, k))
+			s.Update(k)
+		}
+		benchWriteState(b, be)
+	})
+}
+
+func benchWriteState[K comparable](b *testing.B, be *Backend[K]) {
 	var size int64
 	for b.Loop() {
 		snap, _ := be.Snapshot(1)

@@ -169,6 +169,7 @@ type scratch struct {
 	buf     []byte
 	entries []span
 	key     []byte // the current key's bytes, for namespaced states
+	keys    keySorter
 }
 
 // span locates one encoded entry in scratch.buf: key buf[k:v], value

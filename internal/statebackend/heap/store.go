@@ -1,7 +1,6 @@
 package heap
 
 import (
-	"bytes"
 	"fmt"
 	"iter"
 	"maps"
@@ -570,11 +569,12 @@ func (c *storeCapture[K, N, E]) write(w *format.Writer, slot, n int, sc *scratch
 		return fmt.Errorf("state %q, key group slot %d: counted %d entries, found %d", c.info.Name, slot, n, len(sc.entries))
 	}
 	buf := sc.buf
-	slices.SortFunc(sc.entries, func(a, b span) int { return bytes.Compare(buf[a.k:a.v], buf[b.k:b.v]) })
+	order := sc.keys.sort(buf, sc.entries)
 	if err := w.StartState(c.info.Name, n); err != nil {
 		return err
 	}
-	for _, e := range sc.entries {
+	for _, it := range order {
+		e := sc.entries[it.i]
 		if err := w.Entry(buf[e.k:e.v], buf[e.v:e.end]); err != nil {
 			return err
 		}
