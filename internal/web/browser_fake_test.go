@@ -38,6 +38,7 @@ func TestBrowserFakeJob(t *testing.T) {
 	if got := evaluate[string](t, b, `sessionStorage.getItem("weir.token")`); got != "s3cret" {
 		t.Errorf("token in sessionStorage: %q", got)
 	}
+	t.Run("pure functions", func(t *testing.T) { testPureFunctions(t, b) })
 
 	// The job graph: two vertices and their edge.
 	b.do(t, "open the job", chromedp.Click(chromedp.CSS(`tr[data-job-id="wordcount"] a`)))
@@ -59,6 +60,11 @@ func TestBrowserFakeJob(t *testing.T) {
 	if n := evaluate[int](t, b, `document.querySelectorAll("#checkpoint-timeline .ph-async").length`); n != 4 {
 		t.Errorf("%d async bars, want 4", n)
 	}
+
+	// A failure shows on the exceptions tab.
+	job.AddException(rest.ExceptionInfo{Time: time.Now(), Name: "*errors.errorString", Message: "sink failed: disk full\nat line 2", Task: "count -> Sink: out (1/2)"})
+	b.do(t, "open the exceptions", chromedp.Navigate(url+"/#/jobs/wordcount/exceptions"))
+	b.waitFor(t, "the failure is listed", `document.querySelector("#exceptions tbody tr")?.textContent.includes("sink failed: disk full")`)
 
 	// Cancel: nothing happens until confirmed.
 	b.do(t, "back to the job", chromedp.Navigate(url+"/#/jobs/wordcount"))
@@ -88,4 +94,35 @@ func contains(s string, parts ...string) bool {
 		}
 	}
 	return true
+}
+
+// testPureFunctions runs the page's pure functions (layout, ticks, phases,
+// formatting) in the browser, table-driven.
+func testPureFunctions(t *testing.T, b *browser) {
+	tests := []struct{ name, expr, want string }{
+		{"chain", `layoutGraph([{id:"a"},{id:"b",inputs:[{id:"a"}]},{id:"c",inputs:[{id:"b"}]}])`, `[["a"],["b"],["c"]]`},
+		{"fan-in", `layoutGraph([{id:"a"},{id:"b"},{id:"c",inputs:[{id:"a"},{id:"b"}]}])`, `[["a","b"],["c"]]`},
+		{"diamond", `layoutGraph([{id:"a"},{id:"b",inputs:[{id:"a"}]},{id:"c",inputs:[{id:"a"}]},{id:"d",inputs:[{id:"b"},{id:"c"}]}])`, `[["a"],["b","c"],["d"]]`},
+		{"longest path decides", `layoutGraph([{id:"a"},{id:"b",inputs:[{id:"a"}]},{id:"c",inputs:[{id:"a"},{id:"b"}]}])`, `[["a"],["b"],["c"]]`},
+		{"inputs listed later", `layoutGraph([{id:"c",inputs:[{id:"b"}]},{id:"b",inputs:[{id:"a"}]},{id:"a"}])`, `[["a"],["b"],["c"]]`},
+		{"unknown input", `layoutGraph([{id:"a",inputs:[{id:"x"}]}])`, `[["a"]]`},
+		{"cycle", `layoutGraph([{id:"a",inputs:[{id:"b"}]},{id:"b",inputs:[{id:"a"}]}])`, `[["b"],["a"]]`},
+		{"empty", `layoutGraph([])`, `[]`},
+		{"ticks", `niceTicks(95, 4)`, `[0,25,50,75,100]`},
+		{"ticks of nothing", `niceTicks(0, 4)`, `[0,1]`},
+		{"byte ticks", `byteTicks(10000, 4)`, `[0,4096,8192,12288]`},
+		{"phases", `phases({start_delay:1,alignment:{duration:2},checkpoint:{sync:3,async:4},end_to_end_duration:15}).map((p)=>[p.kind,p.start,p.len])`,
+			`[["delay",0,1],["align",1,2],["sync",3,3],["async",6,4],["wait",10,5]]`},
+		{"phases past the acknowledgement", `phases({start_delay:0,alignment:{duration:0},checkpoint:{sync:1,async:1},end_to_end_duration:1}).map((p)=>p.len)`, `[0,0,1,1,0]`},
+		{"durations", `[0,999,1500,61000,7260000,90000000,-1].map(fmtDuration)`, `["0 ms","999 ms","1.50 s","1m 01s","2h 01m","1d 01h","—"]`},
+		{"sizes", `[0,1023,1536,10*1048576,-1].map(fmtBytes)`, `["0 B","1023 B","1.50 KiB","10.0 MiB","—"]`},
+		{"rates", `[0,2.5,950,12345,4560000,undefined].map(fmtRate)`, `["0","2.5","950","12.3k","4.56M","—"]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := evaluate[string](t, b, "JSON.stringify("+tt.expr+")"); got != tt.want {
+				t.Errorf("%s = %s, want %s", tt.expr, got, tt.want)
+			}
+		})
+	}
 }

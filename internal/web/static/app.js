@@ -169,6 +169,7 @@ function reportError(e) {
 async function tick(gen) {
   if (gen !== app.generation) return;
   clearTimeout(app.timer);
+  if (document.hidden) return; // resumed by visibilitychange
   try {
     await app.page.refresh(gen);
     if (gen === app.generation) {
@@ -477,8 +478,8 @@ function vertexRates(job) {
       const dout = v.metrics["write-records"] - p["write-records"];
       out.set(v.id, { in: din >= 0 ? din / dt : undefined, out: dout >= 0 ? dout / dt : undefined });
     }
+    cur.rates = out;
     app.rates.set(job.jid, cur);
-    prev.rates = out;
   } else if (prev && prev.rates) {
     return prev.rates; // the same snapshot again: keep the last rates
   } else {
@@ -509,7 +510,7 @@ function layoutGraph(nodes) {
     const d = depthOf(n.id);
     (columns[d] ||= []).push(n.id);
   }
-  return columns.map((c) => c || []);
+  return columns.filter((c) => c.length > 0); // filter skips the holes of depths no vertex has
 }
 
 function drawGraph(job, rates) {
@@ -901,6 +902,7 @@ async function start() {
     loadConfig().then(refreshNow);
   });
   window.addEventListener("hashchange", route);
+  document.addEventListener("visibilitychange", () => { if (!document.hidden) refreshNow(); });
   await loadConfig();
   route();
 }
