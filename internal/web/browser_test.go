@@ -122,7 +122,9 @@ func (b *browser) checkNoPageErrors(t *testing.T) {
 
 func (b *browser) do(t *testing.T, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	if err := chromedp.Do(b.ctx, actions...); err != nil {
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
 		t.Fatalf("%s: %v%s", what, err, b.context())
 	}
 }

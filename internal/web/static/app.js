@@ -244,7 +244,10 @@ function overviewPage() {
         card("TaskManagers", overview.taskmanagers),
         card("Slots", `${overview["slots-available"]}/${overview["slots-total"]}`, "available / total"));
       $("jobs-count").textContent = `${jobs.jobs.length} job${jobs.jobs.length === 1 ? "" : "s"}`;
-      const rows = jobs.jobs.map((j) => {
+      // Running jobs first, then the most recent (as Flink's overview).
+      const ended = (j) => ["FINISHED", "CANCELED", "FAILED"].includes(j.state);
+      const sorted = [...jobs.jobs].sort((a, b) => (ended(a) - ended(b)) || (b["start-time"] - a["start-time"]));
+      const rows = sorted.map((j) => {
         const href = `#/jobs/${enc(j.jid)}`;
         const counts = Object.entries(j.tasks).filter(([k, v]) => k !== "total" && v > 0);
         return el("tr", { class: "link-row", "data-job-id": j.jid, onclick: (ev) => { if (ev.target.tagName !== "A") location.hash = href; } },
