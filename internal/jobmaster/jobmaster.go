@@ -100,6 +100,7 @@ type JobMaster struct {
 	attempt      int                               // the attempt running
 	ended        map[int64]*runtime.BarrierOptions // targets of recently aborted checkpoints
 	cancelRun    context.CancelCauseFunc
+	shared       sharedState // shared files of incremental checkpoints (shared.go)
 }
 
 type request struct {
@@ -299,10 +300,12 @@ func (jm *JobMaster) Run(ctx context.Context) (err error) {
 	if restore != nil {
 		lastID = max(lastID, restore.Metadata.ID)
 	}
-	jm.coord, err = checkpoint.NewCoordinator(jm.opts.Checkpoint, lastID, jm.recoverCheckpoints(ctx, restore))
+	recovered := jm.recoverCheckpoints(ctx, restore)
+	jm.coord, err = checkpoint.NewCoordinator(jm.opts.Checkpoint, lastID, recovered)
 	if err != nil {
 		return err
 	}
+	jm.sharedInit(ctx, recovered)
 	for attempt := 0; ; attempt++ {
 		runErr := jm.runAttempt(ctx, attempt, restore)
 		switch {
@@ -433,6 +436,7 @@ func (jm *JobMaster) runAttempt(ctx context.Context, attempt int, restore *Resto
 		jm.stats.restartedWithoutState()
 	}
 	jm.attempt = attempt
+	jm.shared.reg.NewAttempt(restoredID)
 	dep, err := jm.deploy(runCtx, attempt, restore, responder{jm: jm, attempt: attempt})
 	if err != nil {
 		return err
@@ -531,6 +535,7 @@ func (jm *JobMaster) afterAttempt(err error) {
 		jm.discardDir(opts.Store, opts.Dir)
 		delete(jm.ended, id)
 	}
+	jm.sweepShared(context.Background())
 	for id, r := range jm.waiting {
 		r.reply <- result{err: ErrJobNotRunning}
 		delete(jm.waiting, id)
@@ -578,6 +583,7 @@ func (jm *JobMaster) onAck(now int64, ack *runtime.TaskAck) {
 		jm.coord.Decline(now, ack.ID, task, err.Error())
 		return
 	}
+	jm.sharedAck(ack)
 	jm.stats.acked(ack.ID, SubtaskStats{
 		Task: ack.Task, AckTime: jm.opts.Now(), Sync: ack.Sync, Async: ack.Async,
 		Alignment: ack.Alignment, StartDelay: ack.StartDelay, StateSize: ack.StateSize,
@@ -619,6 +625,7 @@ func (jm *JobMaster) handleDecisions(ctx context.Context) {
 				jm.stats.completed(d.Checkpoint.ID, time.UnixMilli(d.Checkpoint.CompletedAt))
 				if d.Checkpoint.Kind == checkpoint.KindCheckpoint {
 					jm.everDone = true
+					jm.shared.reg.Complete(d.Checkpoint.ID, nil)
 				}
 				jm.log.Info("checkpoint complete", "checkpoint", d.Checkpoint.ID, "kind", d.Checkpoint.Kind,
 					"duration_ms", d.Checkpoint.Duration(), "size", d.Checkpoint.StateSize())
@@ -636,10 +643,14 @@ func (jm *JobMaster) handleDecisions(ctx context.Context) {
 					jm.rememberEnded(d.ID, opts)
 				}
 				delete(jm.targets, d.ID)
+				jm.deleteShared(jm.shared.reg.Abort(d.ID))
 			case checkpoint.Discard:
 				jm.discardDir(jm.opts.Storage, jm.cs.CheckpointDir(d.ID))
+				jm.shared.reg.Discard(d.ID)
+				jm.deleteShared(jm.shared.reg.Collect())
 			case checkpoint.DiscardTaskState:
 				jm.discardTaskState(d)
+				jm.deleteShared(jm.shared.reg.Abort(d.ID))
 			case checkpoint.RequestDone:
 				if d.RequestID == jm.finalReq && jm.finalReq != 0 {
 					if d.Err != nil {
@@ -898,6 +909,8 @@ func (jm *JobMaster) discardAll() {
 	for _, c := range jm.coord.Retained() {
 		if c.Kind == checkpoint.KindCheckpoint {
 			jm.discardDir(jm.opts.Storage, jm.cs.CheckpointDir(c.ID))
+			jm.shared.reg.Discard(c.ID)
 		}
 	}
+	jm.sweepShared(context.Background())
 }

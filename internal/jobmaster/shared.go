@@ -1,9 +1,16 @@
 package jobmaster
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"slices"
+
+	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/runtime"
+	"github.com/weirstream/weir/internal/storage"
 )
 
 // sharedRegistry counts the references to the files under the job's
@@ -196,4 +203,110 @@ func (r *sharedRegistry) minBase() int64 {
 		low = min(low, b)
 	}
 	return low
+}
+
+// --- the job master's side ----------------------------------------------------
+
+// sharedState is the job master's shared-state registry and whether it may
+// sweep shared/ (not when a checkpoint's metadata could not be read: the
+// files it lists are unknown).
+type sharedState struct {
+	reg      *sharedRegistry
+	noSweep  string // why shared/ is never swept, "" when it may be
+	restored int64  // the checkpoint the current attempt restored
+}
+
+// sharedInit builds the registry at the start of Run: the checkpoints
+// handed to the coordinator as retained (recovered) are registered with
+// the shared files their metadata lists, those of every other checkpoint
+// directory with metadata are pinned, and then shared/ is swept of what no
+// checkpoint lists (uploads of checkpoints an earlier process never
+// completed).
+func (jm *JobMaster) sharedInit(ctx context.Context, recovered []checkpoint.CompletedCheckpoint) {
+	jm.shared.reg = newSharedRegistry()
+	isRecovered := map[int64]bool{}
+	for _, c := range recovered {
+		isRecovered[c.ID] = true
+	}
+	ids, err := jm.cs.Checkpoints(ctx)
+	if err != nil {
+		jm.shared.noSweep = fmt.Sprintf("cannot list checkpoints: %v", err)
+		jm.log.Warn("shared state: cannot list checkpoints; shared files will not be swept", "err", err)
+		return
+	}
+	for _, id := range ids {
+		dir := jm.cs.CheckpointDir(id)
+		md, err := jm.cs.ReadMetadata(ctx, dir)
+		if errors.Is(err, storage.ErrNotFound) {
+			continue // incomplete: lists nothing
+		}
+		var refs []string
+		if err == nil {
+			refs, err = storage.SharedRefs(dir, md)
+		}
+		if err != nil {
+			jm.shared.noSweep = fmt.Sprintf("checkpoint %d: %v", id, err)
+			jm.log.Warn("shared state: cannot read a checkpoint's metadata; shared files will not be swept", "checkpoint", id, "err", err)
+			continue
+		}
+		if isRecovered[id] {
+			jm.shared.reg.Complete(id, append([]string{}, refs...))
+		} else {
+			jm.shared.reg.Pin(refs)
+		}
+	}
+	jm.sweepShared(ctx)
+}
+
+// sweepShared deletes the files of shared/ that no retained checkpoint
+// lists: only when no task runs and nothing is pending.
+func (jm *JobMaster) sweepShared(ctx context.Context) {
+	if jm.shared.noSweep != "" {
+		return
+	}
+	names, err := jm.opts.Storage.List(ctx, jm.cs.SharedDir())
+	if err != nil {
+		jm.log.Warn("shared state: cannot list shared files", "err", err)
+		return
+	}
+	jm.deleteShared(jm.shared.reg.Unreferenced(names))
+}
+
+// sharedAck records the shared files and bases of an acknowledgement of a
+// checkpoint (savepoints never list shared files).
+func (jm *JobMaster) sharedAck(ack *runtime.TaskAck) {
+	opts := jm.targets[ack.ID]
+	if opts == nil {
+		opts = jm.ended[ack.ID] // a late acknowledgement: its uploads are released at once
+	}
+	if opts == nil || opts.Kind != checkpoint.KindCheckpoint {
+		return
+	}
+	var files []string
+	var base int64 = math.MaxInt64
+	hasBase := false
+	for _, o := range ack.Operators {
+		for _, h := range o.State.Keyed {
+			if !h.Incremental() {
+				continue
+			}
+			refs, err := storage.HandleSharedRefs(opts.Dir, h)
+			if err != nil {
+				jm.log.Warn("shared state: bad path in an acknowledgement", "checkpoint", ack.ID, "task", ack.Task, "err", err)
+				continue
+			}
+			files = append(files, refs...)
+			base, hasBase = min(base, h.Base), true
+		}
+	}
+	jm.shared.reg.Ack(ack.ID, ack.Task, files, base, hasBase)
+}
+
+// deleteShared deletes shared files the registry released.
+func (jm *JobMaster) deleteShared(names []string) {
+	for _, name := range names {
+		if err := jm.opts.Storage.Delete(context.Background(), name); err != nil {
+			jm.log.Warn("shared state: could not delete a shared file", "file", name, "err", err)
+		}
+	}
 }
