@@ -107,6 +107,7 @@ func (c *KeyedConnectedStreams[K, A, B]) Process[OUT any](name string, fn KeyedC
 		op := &keyedCoProcessOp[K, A, B, OUT]{fn: cloneFunc(fn), key1: c.first.key, key2: c.second.key, cur: env.cursor, idx: env.index}
 		op.ctx = &KeyedContext[K]{Context: Context{env: env}, keyed: newKeyedEnv(env, c.first.codec)}
 		op.coll = collector[OUT]{out: out, ts: &op.ctx.ts}
+		op.keyedTimers = newKeyedTimers(op.ctx, op.fn, &op.coll)
 		op.in1.op, op.in2.op = op, op
 		return op
 	})
@@ -125,10 +126,17 @@ type keyedCoProcessOp[K comparable, A, B, OUT any] struct {
 	idx  int
 	in1  keyedCoInput1[K, A, B, OUT]
 	in2  keyedCoInput2[K, A, B, OUT]
+
+	// The timers give the operator TimerService, ProcessWatermark and
+	// BindWatermarks.
+	*keyedTimers[K, OUT]
 }
 
 func (o *keyedCoProcessOp[K, A, B, OUT]) Open() error {
 	if err := o.ctx.keyed.open(); err != nil {
+		return err
+	}
+	if err := o.keyedTimers.open(); err != nil {
 		return err
 	}
 	return openClose[*KeyedContext[K]]{o.fn, o.ctx}.open()

@@ -1,6 +1,7 @@
 package weir
 
 import (
+	"fmt"
 	"log/slog"
 
 	"github.com/weirstream/weir/internal/runtime"
@@ -28,7 +29,8 @@ type ProcessFunction[IN, OUT any] interface {
 
 // KeyedProcessFunction processes the records of a keyed stream, with keyed
 // state scoped to each record's key. Optional hooks: Open(*KeyedContext[K])
-// error, Close() error. Keyed state is created in Open with Value.
+// error, Close() error, OnTimer (OnTimerFunction). Keyed state is created in
+// Open with Value; timers are registered with ctx.TimerService().
 type KeyedProcessFunction[K comparable, IN, OUT any] interface {
 	ProcessElement(ctx *KeyedContext[K], in IN, out Collector[OUT]) error
 }
@@ -42,7 +44,7 @@ type CoProcessFunction[IN1, IN2, OUT any] interface {
 
 // KeyedCoProcessFunction processes the two inputs of connected keyed streams,
 // with keyed state shared by both inputs. Optional hooks:
-// Open(*KeyedContext[K]) error, Close() error.
+// Open(*KeyedContext[K]) error, Close() error, OnTimer (OnTimerFunction).
 type KeyedCoProcessFunction[K comparable, IN1, IN2, OUT any] interface {
 	ProcessElement1(ctx *KeyedContext[K], in IN1, out Collector[OUT]) error
 	ProcessElement2(ctx *KeyedContext[K], in IN2, out Collector[OUT]) error
@@ -86,7 +88,18 @@ type contexter interface{ context() *Context }
 // key and owns the keyed state.
 type KeyedContext[K comparable] struct {
 	Context
-	keyed *keyedEnv[K]
+	keyed  *keyedEnv[K]
+	timers TimerService // nil outside keyed (co-)process functions
+}
+
+// TimerService returns the service that registers timers for the current
+// key; a function implementing OnTimerFunction receives them. It is
+// available in keyed process and keyed co-process functions.
+func (c *KeyedContext[K]) TimerService() TimerService {
+	if c.timers == nil {
+		runtime.Fail(fmt.Errorf("operator %q: timers are available in keyed process functions only", c.env.name))
+	}
+	return c.timers
 }
 
 // CurrentKey returns the key of the record being processed.

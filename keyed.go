@@ -296,6 +296,7 @@ func (s *KeyedStream[K, T]) Process[U any](name string, fn KeyedProcessFunction[
 		op := &keyedProcessOp[K, T, U]{fn: cloneFunc(fn), key: s.key, cur: env.cursor, idx: env.index}
 		op.ctx = &KeyedContext[K]{Context: Context{env: env}, keyed: newKeyedEnv(env, s.codec)}
 		op.coll = collector[U]{out: out, ts: &op.ctx.ts}
+		op.keyedTimers = newKeyedTimers(op.ctx, op.fn, &op.coll)
 		return op
 	})
 }
@@ -332,10 +333,17 @@ type keyedProcessOp[K comparable, T, U any] struct {
 	coll collector[U]
 	cur  *runtime.Cursor
 	idx  int
+
+	// The timers give the operator TimerService, ProcessWatermark and
+	// BindWatermarks.
+	*keyedTimers[K, U]
 }
 
 func (o *keyedProcessOp[K, T, U]) Open() error {
 	if err := o.ctx.keyed.open(); err != nil {
+		return err
+	}
+	if err := o.keyedTimers.open(); err != nil {
 		return err
 	}
 	return openClose[*KeyedContext[K]]{o.fn, o.ctx}.open()
