@@ -159,6 +159,24 @@ func TestWriterRejectsMisuse(t *testing.T) {
 			w.Entry([]byte("k"), nil)
 			return w.Entry([]byte("k"), nil)
 		}, "out of order or repeated"},
+		{"8-byte keys unsorted", func(w *Writer) error {
+			w.StartGroup(0, 1)
+			w.StartState("a", 2)
+			w.Entry([]byte("\x00\x00\x00\x00\x00\x00\x01\x00"), nil)
+			return w.Entry([]byte("\x00\x00\x00\x00\x00\x00\x00\xff"), nil)
+		}, "out of order or repeated (00000000000000ff after 0000000000000100)"},
+		{"8-byte keys repeated", func(w *Writer) error {
+			w.StartGroup(0, 1)
+			w.StartState("a", 2)
+			w.Entry([]byte("abcdefgh"), []byte("v"))
+			return w.Entry([]byte("abcdefgh"), []byte("w"))
+		}, "out of order or repeated"},
+		{"8-byte key after a longer one it prefixes", func(w *Writer) error {
+			w.StartGroup(0, 1)
+			w.StartState("a", 2)
+			w.Entry([]byte("abcdefgh\x00"), nil)
+			return w.Entry([]byte("abcdefgh"), nil)
+		}, "out of order or repeated"},
 		{"too few entries", func(w *Writer) error {
 			w.StartGroup(0, 1)
 			w.StartState("a", 2)
