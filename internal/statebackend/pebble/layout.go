@@ -74,7 +74,7 @@ func appendChunk(dst []byte, n int, elems []byte) []byte {
 
 // forEachChunk calls fn with the count and the elements' bytes of each
 // chunk of payload.
-func forEachChunk(payload []byte, fn func(n uint64, elems []byte)) error {
+func forEachChunk(payload []byte, fn func(n uint64, elems []byte) error) error {
 	for len(payload) > 0 {
 		n, k := binary.Uvarint(payload)
 		if k <= 0 {
@@ -85,7 +85,9 @@ func forEachChunk(payload []byte, fn func(n uint64, elems []byte)) error {
 			return fmt.Errorf("list chunk size: %w", format.ErrCorrupt)
 		}
 		start := k + l
-		fn(n, payload[start:start+int(size)])
+		if err := fn(n, payload[start:start+int(size)]); err != nil {
+			return err
+		}
 		payload = payload[start+int(size):]
 	}
 	return nil
@@ -95,11 +97,18 @@ func forEachChunk(payload []byte, fn func(n uint64, elems []byte)) error {
 // count, then every element's bytes.
 func joinChunks(dst, payload []byte) ([]byte, error) {
 	var total uint64
-	if err := forEachChunk(payload, func(n uint64, _ []byte) { total += n }); err != nil {
+	err := forEachChunk(payload, func(n uint64, _ []byte) error {
+		total += n
+		return nil
+	})
+	if err != nil {
 		return dst, err
 	}
 	dst = binary.AppendUvarint(dst, total)
-	err := forEachChunk(payload, func(_ uint64, elems []byte) { dst = append(dst, elems...) })
+	err = forEachChunk(payload, func(_ uint64, elems []byte) error {
+		dst = append(dst, elems...)
+		return nil
+	})
 	return dst, err
 }
 

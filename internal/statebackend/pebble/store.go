@@ -42,6 +42,8 @@ type core[K comparable, N comparable] struct {
 	k2buf []byte // a second key (sub-entries, renewals)
 	vbuf  []byte // copy of the last value read
 	wbuf  []byte // value being written
+	xbuf  []byte // encoded elements, user keys
+	ybuf  []byte // list chunks, user values
 	batch *pebble.Batch
 }
 
@@ -288,6 +290,45 @@ func (c *core[K, N]) groupLive(n N, read bool) ([]byte, bool) {
 	return gk, true
 }
 
+// group returns the prefix of the current key's group in namespace n, in
+// c.kbuf, and whether it may have one: with a TTL, after checking its
+// header as groupLive does; without, always (the caller's reads tell).
+func (c *core[K, N]) group(n N, read bool) ([]byte, bool) {
+	if c.ttl > 0 {
+		return c.groupLive(n, read)
+	}
+	gk, err := c.entryKey(n)
+	if err != nil {
+		c.b.fail(err)
+		return nil, false
+	}
+	return gk, true
+}
+
+// groupForWrite returns the prefix of the current key's group in
+// namespace n, in c.kbuf, for a write that keeps the group's entries: with
+// a TTL, an expired group is removed first. ok is false on an error
+// (reported).
+func (c *core[K, N]) groupForWrite(n N) ([]byte, bool) {
+	if c.ttl > 0 {
+		if gk, ok := c.groupLive(n, false); ok {
+			return gk, true
+		}
+	}
+	gk, err := c.entryKey(n)
+	if err != nil {
+		c.b.fail(err)
+		return nil, false
+	}
+	return gk, true
+}
+
+// subKey returns gk‖0x01‖sub in c.k2buf.
+func (c *core[K, N]) subKey(gk, sub []byte) []byte {
+	c.k2buf = append(append(append(c.k2buf[:0], gk...), subMark), sub...)
+	return c.k2buf
+}
+
 // setHeader adds to c.batch the header of the group gk, renewing its TTL.
 func (c *core[K, N]) setHeader(gk []byte) {
 	c.k2buf = append(append(c.k2buf[:0], gk...), headerMark)
@@ -309,6 +350,14 @@ func (c *core[K, N]) commit() {
 
 // deleteGroup removes the header and the sub-entries of the group gk.
 func (c *core[K, N]) deleteGroup(gk []byte) {
+	if c.info.Kind == format.KindList { // a header and one sub-entry, known
+		c.k2buf = append(append(c.k2buf[:0], gk...), headerMark)
+		_ = c.batch.Delete(c.k2buf, nil)
+		c.k2buf[len(c.k2buf)-1] = subMark
+		_ = c.batch.Delete(c.k2buf, nil)
+		c.commit()
+		return
+	}
 	lo := append(append([]byte(nil), gk...), headerMark)
 	hi := append(append([]byte(nil), gk...), subMark+1)
 	if err := c.deleteKeys(lo, hi); err != nil {
