@@ -232,6 +232,7 @@ type JobClient struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	err    error
+	info   *jobInfo // status, failures, metrics (rest.go)
 }
 
 // ExecuteAsync starts the job and returns its handle at once.
@@ -255,6 +256,8 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 	if err != nil {
 		return nil, err
 	}
+	info := newJobInfo(opts, jobName, jg)
+	jmOpts.OnFailure = info.failed
 	if opts.Checkpointing.store == nil {
 		// A missing bucket or wrong credentials are reported now, not at the
 		// first checkpoint.
@@ -284,6 +287,7 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 		if err != nil {
 			return nil, err
 		}
+		info.deployed(attempt, tasks)
 		return &jobmaster.Deployment{Tasks: tasks, Stop: bc.stop}, nil
 	}
 	jm, err := jobmaster.New(jmOpts, deploy)
@@ -291,11 +295,12 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	c := &JobClient{jm: jm, cancel: cancel, done: make(chan struct{})}
+	c := &JobClient{jm: jm, cancel: cancel, done: make(chan struct{}), info: info}
 	go func() {
 		defer close(c.done)
 		logger.Info("job started", "vertices", len(jg.Vertices))
 		c.err = jm.Run(ctx)
+		info.ended(c.err)
 		if c.err != nil {
 			logger.Error("job ended with an error", "err", c.err)
 		} else {

@@ -34,6 +34,7 @@ type wordCountFlags struct {
 	ckptDir     string
 	restore     string
 	backend     string
+	rest        restFlags
 }
 
 func newWordCountCommand() *cobra.Command {
@@ -56,6 +57,7 @@ output directory. Without --input it counts a bundled demo text.`,
 	c.Flags().DurationVar(&f.interval, "checkpoint-interval", 0, "take a checkpoint this often (e.g. 1s); 0 disables periodic checkpoints")
 	c.Flags().StringVar(&f.ckptDir, "checkpoint-dir", "", "checkpoint storage: a directory, file:///path, s3://bucket/prefix[?endpoint=host:port&secure=false&pathstyle=true] (credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) or memory://name (default: in memory)")
 	c.Flags().StringVar(&f.backend, "state-backend", "heap", `where keyed state lives: "heap" or "pebble"`)
+	f.rest.register(c)
 	c.Flags().StringVar(&f.restore, "restore", "", `resume from "latest" (the newest complete checkpoint in --checkpoint-dir) or from a checkpoint or savepoint path`)
 	return c
 }
@@ -124,10 +126,16 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 	} else {
 		counts.SinkTo("out", file.PartFiles(f.output, file.Options{})).UID("out")
 	}
+	rs, err := listenREST(f.rest, os.Stderr)
+	if err != nil {
+		return err
+	}
 	job, err := env.ExecuteAsync(ctx, "wordcount")
 	if err != nil {
+		rs.close()
 		return fmt.Errorf("wordcount failed: %w", err)
 	}
+	defer rs.serve(job)()
 	// SIGUSR1 asks for a checkpoint: an external trigger.
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)

@@ -18,6 +18,12 @@ import (
 // WEIR_TEST_MAIN set, the test binary is the weir binary.
 func TestMain(m *testing.M) {
 	if os.Getenv("WEIR_TEST_MAIN") == "1" {
+		// Tests run many `weir run` processes at once: they cannot all
+		// serve the REST API on its default port. Those that test it pass
+		// --rest-address.
+		if len(os.Args) > 1 && os.Args[1] == "run" && !slices.ContainsFunc(os.Args, func(a string) bool { return strings.HasPrefix(a, "--rest-address") }) {
+			os.Args = append(os.Args, "--rest-address=off")
+		}
 		main()
 		os.Exit(0)
 	}

@@ -48,6 +48,10 @@ type Options struct {
 	Logger         *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// OnFailure, when set, is called on Run's goroutine with the error of
+	// every failed attempt (not of a cancellation) and whether the job
+	// restarts after it. Default: nil.
+	OnFailure func(err error, restarting bool)
 }
 
 // Restored describes the checkpoint a deployment starts from.
@@ -321,6 +325,9 @@ func (jm *JobMaster) Run(ctx context.Context) (err error) {
 			return context.Cause(ctx)
 		}
 		ok, delay := jm.opts.Restart.OnFailure(jm.opts.Now())
+		if jm.opts.OnFailure != nil {
+			jm.opts.OnFailure(runErr, ok)
+		}
 		if !ok {
 			return runErr
 		}

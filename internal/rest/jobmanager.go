@@ -155,6 +155,10 @@ type IOMetrics struct {
 	BackPressuredTime         time.Duration
 	IdleTime                  time.Duration
 	BusyTime                  time.Duration
+	// BytesUnknown says ReadBytes and WriteBytes are not counted (records
+	// between local tasks are never serialized); the API then reports
+	// read-bytes-complete and write-bytes-complete false.
+	BytesUnknown bool
 }
 
 // VertexInput is an edge into a vertex.

@@ -165,7 +165,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 			Status: v.Status, StartTime: ms(v.StartTime), EndTime: ms(v.EndTime),
 			Duration: duration(v.StartTime, v.EndTime, now), Tasks: tasks,
 			Metrics: IOMetricsInfo{
-				ReadBytes: m.ReadBytes, ReadBytesComplete: true, WriteBytes: m.WriteBytes, WriteBytesComplete: true,
+				ReadBytes: m.ReadBytes, ReadBytesComplete: !m.BytesUnknown, WriteBytes: m.WriteBytes, WriteBytesComplete: !m.BytesUnknown,
 				ReadRecords: m.ReadRecords, ReadRecordsComplete: true, WriteRecords: m.WriteRecords, WriteRecordsComplete: true,
 				AccumulatedBackpressuredTime: m.BackPressuredTime.Milliseconds(),
 				AccumulatedIdleTime:          m.IdleTime.Milliseconds(),

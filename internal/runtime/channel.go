@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/connector"
+	"github.com/weirstream/weir/internal/metrics"
 )
 
 // NoTimestamp marks a record without an event-time timestamp.
@@ -101,8 +102,9 @@ func NewChannel[T any](capacity int, doorbell chan struct{}, stats *ChannelStats
 }
 
 // send enqueues env, waiting while the queue is full; it gives up when done
-// is closed and reports false.
-func (c *Channel[T]) send(env envelope[T], done <-chan struct{}) bool {
+// is closed and reports false. It returns how long it waited (0 when the
+// queue had room: the clock is read only on the backpressured path).
+func (c *Channel[T]) send(env envelope[T], done <-chan struct{}) (waited int64, ok bool) {
 	select {
 	case c.queue <- env:
 	default:
@@ -110,15 +112,16 @@ func (c *Channel[T]) send(env envelope[T], done <-chan struct{}) bool {
 		select {
 		case c.queue <- env:
 		case <-done:
-			return false
+			return 0, false
 		}
-		c.stats.BackpressuredNanos.Add(int64(time.Since(start)))
+		waited = int64(time.Since(start))
+		c.stats.BackpressuredNanos.Add(waited)
 	}
 	select {
 	case c.doorbell <- struct{}{}:
 	default:
 	}
-	return true
+	return waited, true
 }
 
 // batch returns an empty batch with room for n records, recycled if possible.
@@ -171,6 +174,9 @@ type Input[T any] struct {
 	// Records counts the records received.
 	records *atomic.Int64
 }
+
+// bindMetrics makes the input count its records in m (see Task).
+func (in *Input[T]) bindMetrics(m *metrics.Task) { in.records = &m.RecordsIn }
 
 // NewInput returns the receiving end of ch, delivering records to dst.
 func NewInput[T any](ch *Channel[T], dst Output[T], records *atomic.Int64) *Input[T] {

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/watermark"
 )
 
@@ -65,6 +67,9 @@ type TaskConfig struct {
 	// CountRecords makes a source task report its records to the
 	// Responder (for checkpoints every N records).
 	CountRecords bool
+	// Metrics receives the task's figures; nil gives the task metrics of
+	// its own (see Task.Metrics).
+	Metrics *metrics.Task
 }
 
 // Task runs one subtask of a vertex.
@@ -101,6 +106,14 @@ func NewTask(cfg TaskConfig) *Task {
 	if cfg.Timers == nil {
 		cfg.Timers = NewProcessingTimers(nil)
 	}
+	if cfg.Metrics == nil {
+		var ops []string
+		for _, c := range cfg.Chain {
+			ops = append(ops, c.Name)
+		}
+		vertex, _, _ := strings.Cut(cfg.ID, "-")
+		cfg.Metrics = metrics.NewTask(cfg.ID, vertex, cfg.Name, cfg.Subtask, cfg.Parallelism, ops)
+	}
 	t := &Task{cfg: cfg, mailbox: make(chan Mail, 64), done: make(chan struct{}),
 		log: taskLogger(cfg.Logger, cfg.Name, cfg.Subtask)}
 	if ws, ok := cfg.Source.(WatermarkSource); ok {
@@ -111,6 +124,7 @@ func NewTask(cfg TaskConfig) *Task {
 			we.BindWatermarks(chainWatermarks{t: t, start: i + 1}, cfg.Timers)
 		}
 	}
+	t.bindMetrics()
 	return t
 }
 
@@ -146,6 +160,7 @@ func (t *Task) Post(ctx context.Context, m Mail) error {
 
 // Run runs the task until its input ends, ctx is cancelled, or it fails.
 func (t *Task) Run(ctx context.Context) (err error) {
+	t.cfg.Metrics.Start(time.Now())
 	defer func() {
 		if r := recover(); r != nil {
 			err = t.blame(r)
@@ -153,6 +168,7 @@ func (t *Task) Run(ctx context.Context) (err error) {
 		if errors.Is(err, errStop) {
 			err = nil
 		}
+		t.cfg.Metrics.SetStatus(endStatus(ctx, err), time.Now())
 		close(t.done)
 		t.cfg.Timers.stop()
 		t.stopAsync()
@@ -166,6 +182,7 @@ func (t *Task) Run(ctx context.Context) (err error) {
 	if err := t.open(); err != nil {
 		return err
 	}
+	t.cfg.Metrics.SetStatus(metrics.Running, time.Now())
 	if t.cfg.Source != nil {
 		return t.runSource(ctx)
 	}
@@ -281,13 +298,17 @@ func (t *Task) runSource(ctx context.Context) error {
 		case connector.MoreAvailable:
 		case connector.NothingAvailable:
 			t.flushAll()
+			idle := time.Now()
 			select {
 			case <-src.Available():
+				t.idleFrom(idle)
 			case m := <-t.mailbox:
+				t.idleFrom(idle)
 				if err := m(); err != nil {
 					return err
 				}
 			case <-t.cfg.Timers.wait():
+				t.idleFrom(idle)
 				if err := t.cfg.Timers.fireDue(); err != nil {
 					return err
 				}
@@ -322,12 +343,15 @@ func (t *Task) awaitFinalCheckpoint(ctx context.Context) error {
 	t.flushAll()
 	t.cfg.Checkpointing.Responder.SourceFinished(t.cfg.ID)
 	for !t.finishRequested {
+		idle := time.Now()
 		select {
 		case m := <-t.mailbox:
+			t.idleFrom(idle)
 			if err := m(); err != nil {
 				return err
 			}
 		case <-t.cfg.Timers.wait():
+			t.idleFrom(idle)
 			if err := t.cfg.Timers.fireDue(); err != nil {
 				return err
 			}
@@ -458,13 +482,17 @@ func (t *Task) runInputs(ctx context.Context) error {
 			// waiting, then sleep until an input, the mailbox or a timer
 			// has work.
 			t.flushAll()
+			idle := time.Now()
 			select {
 			case <-t.cfg.Doorbell:
+				t.idleFrom(idle)
 			case m := <-t.mailbox:
+				t.idleFrom(idle)
 				if err := m(); err != nil {
 					return err
 				}
 			case <-t.cfg.Timers.wait():
+				t.idleFrom(idle)
 				if err := t.cfg.Timers.fireDue(); err != nil {
 					return err
 				}

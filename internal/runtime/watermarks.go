@@ -64,6 +64,9 @@ func (t *Task) emitWatermarkFrom(start int, out watermark.Output) error {
 		t.broadcast(Event{Kind: WatermarkStatus, ID: 0})
 	}
 	if out.Advanced {
+		if start == 0 {
+			t.cfg.Metrics.InputWatermark.Store(out.Watermark)
+		}
 		if err := t.advanceWatermark(start, out.Watermark); err != nil {
 			return err
 		}
@@ -92,6 +95,7 @@ func (t *Task) advanceWatermark(start int, wm int64) error {
 		}
 	}
 	t.cfg.Cursor.Watermark = wm
+	t.cfg.Metrics.OutputWatermark.Store(wm)
 	t.broadcast(Event{Kind: Watermark, Timestamp: wm})
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/metrics"
 )
 
 // Output receives records. Operators emit into an Output; the next operator
@@ -50,6 +51,9 @@ type RecordWriter[T any] struct {
 	next      int
 	done      <-chan struct{}
 	records   *atomic.Int64
+	// backpressured adds up the time sends waited for queue space; nil
+	// until the task binds its metrics.
+	backpressured *atomic.Int64
 }
 
 // WriterOptions configure a RecordWriter.
@@ -146,9 +150,23 @@ func (w *RecordWriter[T]) flush(i int) {
 	env := envelope[T]{recs: b, ts: w.tss[i]}
 	w.bufs[i], w.tss[i] = nil, nil
 	w.records.Add(int64(len(b)))
-	if !w.targets[i].send(env, w.done) {
+	w.send(i, env)
+}
+
+func (w *RecordWriter[T]) send(i int, env envelope[T]) {
+	waited, ok := w.targets[i].send(env, w.done)
+	if !ok {
 		panic(errSendCancelled)
 	}
+	if waited > 0 && w.backpressured != nil {
+		w.backpressured.Add(waited)
+	}
+}
+
+// bindMetrics makes the writer count its records and backpressured time in
+// m (see Task).
+func (w *RecordWriter[T]) bindMetrics(m *metrics.Task) {
+	w.records, w.backpressured = &m.RecordsOut, &m.BackPressuredNanos
 }
 
 // Flush implements Writer.
@@ -160,10 +178,8 @@ func (w *RecordWriter[T]) Flush() {
 
 // Broadcast implements Writer.
 func (w *RecordWriter[T]) Broadcast(ev Event) {
-	for i, t := range w.targets {
+	for i := range w.targets {
 		w.flush(i)
-		if !t.send(envelope[T]{ev: ev}, w.done) {
-			panic(errSendCancelled)
-		}
+		w.send(i, envelope[T]{ev: ev})
 	}
 }

@@ -60,6 +60,9 @@ func TestBrowserFakeJob(t *testing.T) {
 	if n := evaluate[int](t, b, `document.querySelectorAll("#checkpoint-timeline .ph-async").length`); n != 4 {
 		t.Errorf("%d async bars, want 4", n)
 	}
+	if got := evaluate[string](t, b, `document.getElementById("timeline-note").textContent`); !contains(got, "last subtask acknowledged 7 ms after the trigger", "completed after") {
+		t.Errorf("timeline note %q", got)
+	}
 
 	// A failure shows on the exceptions tab.
 	job.AddException(rest.ExceptionInfo{Time: time.Now(), Name: "*errors.errorString", Message: "sink failed: disk full\nat line 2", Task: "count -> Sink: out (1/2)"})
@@ -110,6 +113,7 @@ func testPureFunctions(t *testing.T, b *browser) {
 		{"empty", `layoutGraph([])`, `[]`},
 		{"ticks", `niceTicks(95, 4)`, `[0,25,50,75,100]`},
 		{"ticks of nothing", `niceTicks(0, 4)`, `[0,1]`},
+		{"fractional ticks", `niceTicks(1, 6)`, `[0,0.2,0.4,0.6,0.8,1]`},
 		{"byte ticks", `byteTicks(10000, 4)`, `[0,4096,8192,12288]`},
 		{"phases", `phases({start_delay:1,alignment:{duration:2},checkpoint:{sync:3,async:4},end_to_end_duration:15}).map((p)=>[p.kind,p.start,p.len])`,
 			`[["delay",0,1],["align",1,2],["sync",3,3],["async",6,4],["wait",10,5]]`},

@@ -669,7 +669,7 @@ function niceTicks(max, n) {
   const mag = 10 ** Math.floor(Math.log10(raw));
   const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw);
   const ticks = [];
-  for (let v = 0; v < max + step * 0.999; v += step) ticks.push(v);
+  for (let i = 0; i * step < max + step * 0.999; i++) ticks.push(Number((i * step).toPrecision(12)));
   return ticks;
 }
 
@@ -753,6 +753,7 @@ function checkpointView(jobId, checkpointId) {
     el("section", { class: "panel" },
       el("h2", {}, "Timeline", el("span", { class: "muted", text: "per subtask, from the trigger to its acknowledgement" })),
       el("div", { class: "graph-wrap", id: "timeline" }),
+      el("p", { class: "muted", id: "timeline-note" }),
       el("div", { class: "legend" },
         el("span", {}, el("span", { class: "swatch sw-delay" }), "start delay (barrier travel)"),
         el("span", {}, el("span", { class: "swatch sw-align" }), "alignment"),
@@ -782,6 +783,7 @@ function checkpointView(jobId, checkpointId) {
       fill("ckpt-facts", facts.map(([k, v]) => [el("dt", { text: k }), el("dd", { text: v })]));
       const groups = order.map((id, i) => ({ id, name: names.get(id) || id, subtasks: perVertex[i].subtasks }));
       fill("timeline", drawTimeline(groups, detail, $("timeline").clientWidth));
+      fill("timeline-note", timelineNote(groups, detail));
       fill("subtask-tables", groups.map(subtaskTable));
     },
   };
@@ -803,10 +805,16 @@ function phases(s) {
   return out;
 }
 
+// subtaskEnd is when a subtask's part ended: its acknowledgement, or the end
+// of its phases if they add up to more (the figures are rounded to ms).
+function subtaskEnd(s) { return Math.max(s.end_to_end_duration || 0, phases(s).at(-1).start); }
+
 function drawTimeline(groups, detail, width) {
   const LABEL = 200, W = Math.max(720, width || 0), ROW = 22, GROUP = 26, TOP = 26, R = 24;
   const done = groups.flatMap((g) => g.subtasks.filter((s) => s.status === "completed"));
-  const span = Math.max(1, detail.end_to_end_duration || 0, ...done.map((s) => Math.max(s.end_to_end_duration || 0, phases(s).at(-1).start)));
+  // The scale ends with the last acknowledgement: the checkpoint completes
+  // later (the JobManager writes its metadata), which the note below says.
+  const span = Math.max(1, ...done.map(subtaskEnd));
   const ticks = niceTicks(span, 6);
   const top = ticks[ticks.length - 1];
   const x = (ms) => LABEL + ((W - LABEL - R) * ms) / top;
@@ -841,6 +849,14 @@ function drawTimeline(groups, detail, width) {
     }
   }
   return root;
+}
+
+function timelineNote(groups, detail) {
+  const acks = groups.flatMap((g) => g.subtasks.filter((s) => s.status === "completed").map(subtaskEnd));
+  if (acks.length === 0) return "No subtask has acknowledged the checkpoint yet.";
+  const last = `The last subtask acknowledged ${fmtDuration(Math.max(...acks))} after the trigger`;
+  if (detail.status !== "COMPLETED") return `${last}.`;
+  return `${last}; the checkpoint completed after ${fmtDuration(detail.end_to_end_duration)}, once the JobManager had written its metadata.`;
 }
 
 function fmtTick(ms) { return ms >= 1000 ? `${ms / 1000} s` : `${ms} ms`; }

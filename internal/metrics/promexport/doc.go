@@ -1,0 +1,47 @@
+// Package promexport exposes the figures of weir jobs to Prometheus, with
+// Flink's metric names under the weir_ prefix, so that dashboards and alerts
+// written for Flink's Prometheus reporter translate by a prefix:
+//
+//	weir_jobmanager_job_lastCheckpointDuration        ms, the latest completed checkpoint
+//	weir_jobmanager_job_lastCheckpointSize            bytes written by it (checkpointed size)
+//	weir_jobmanager_job_lastCheckpointFullSize        bytes of the full state
+//	weir_jobmanager_job_lastCompletedCheckpointId
+//	weir_jobmanager_job_lastCheckpointRestoreTimestamp ms since the epoch; -1 when never restored
+//	weir_jobmanager_job_numberOfCompletedCheckpoints
+//	weir_jobmanager_job_numberOfFailedCheckpoints
+//	weir_jobmanager_job_numberOfInProgressCheckpoints
+//	weir_jobmanager_job_totalNumberOfCheckpoints
+//	weir_jobmanager_job_numRestarts
+//	weir_jobmanager_job_uptime                        ms while running, else 0
+//	    labels: job_id, job_name
+//
+//	weir_taskmanager_job_task_numRecordsIn            counter
+//	weir_taskmanager_job_task_numRecordsOut           counter
+//	weir_taskmanager_job_task_backPressuredTimeMsPerSecond
+//	weir_taskmanager_job_task_idleTimeMsPerSecond
+//	weir_taskmanager_job_task_busyTimeMsPerSecond
+//	weir_taskmanager_job_task_accumulatedBackPressuredTimeMs
+//	weir_taskmanager_job_task_accumulatedIdleTimeMs
+//	weir_taskmanager_job_task_accumulatedBusyTimeMs
+//	weir_taskmanager_job_task_currentInputWatermark   ms; absent before the first watermark
+//	weir_taskmanager_job_task_currentOutputWatermark
+//	weir_taskmanager_job_task_watermarkLag            ms, now - currentInputWatermark
+//	weir_taskmanager_job_task_checkpointedStateSize   bytes of the subtask's state in the latest completed checkpoint
+//	    labels: job_id, job_name, task_id (the vertex id), task_name,
+//	            subtask_index, task_attempt_num, tm_id
+//
+//	weir_taskmanager_job_task_operator_numRecordsIn   the chain's head operator
+//	weir_taskmanager_job_task_operator_numRecordsOut  the chain's tail operator
+//	weir_taskmanager_job_task_operator_currentInputWatermark  (head)
+//	weir_taskmanager_job_task_operator_currentOutputWatermark (tail)
+//	    labels: the task's, and operator_name
+//
+// Operator figures exist for the operators at the ends of a chain only:
+// records passed between chained operators are not counted (see package
+// metrics).
+//
+// Nothing is counted twice: a Registry holds a collector that reads
+// metrics.Job and the checkpoint statistics at each scrape, in a private
+// prometheus.Registry (never the global one), with the Go runtime and
+// process collectors beside it.
+package promexport
