@@ -256,6 +256,9 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 	if err != nil {
 		return nil, err
 	}
+	if err := checkInitialRestore(ctx, e, opts, jmOpts); err != nil {
+		return nil, err
+	}
 	info := newJobInfo(opts, jobName, jg)
 	jmOpts.OnFailure = info.failed
 	if opts.Checkpointing.store == nil {

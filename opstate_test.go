@@ -370,3 +370,55 @@ func TestOperatorAndBroadcastStateRescale(t *testing.T) {
 	spSameMultiset(t, "enriched, 4 -> 2 -> 3", enriched.Results(), osWantEnriched(n))
 	spSameMultiset(t, "counts, 4 -> 2 -> 3", counts.Results(), spWant(n))
 }
+
+// TestIncompatibleRestoreFailsAtStart: a restore whose key groups cannot be
+// split as the job's (another MaxParallelism), or whose state belongs to an
+// operator the job lacks, fails at once with an error that says so, instead
+// of being retried by the restart strategy.
+func TestIncompatibleRestoreFailsAtStart(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	opts := weir.Options{Parallelism: 2, JobID: "maxpar"}
+	opts.Checkpointing = weir.CheckpointOptions{Interval: 5 * time.Millisecond, Storage: "file://" + root}
+	env := weir.NewEnvironment(opts)
+	var tap atomic.Int64
+	spBuild(env, spIndexes(500, 20000), 1, collect.Transactional[string](), &tap)
+	if err := env.Execute(spCtx(t), "maxpar"); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		edit  func(o *weir.Options)
+		build func(env *weir.Environment)
+		want  []string
+	}{
+		{"another max parallelism", func(o *weir.Options) { o.MaxParallelism = 64 }, func(env *weir.Environment) {
+			spBuild(env, spIndexes(500, 20000), 1, collect.Transactional[string](), &tap)
+		}, []string{"Options.Restore", "MaxParallelism 128", "the job has 64", "cannot be redistributed"}},
+		{"an operator the job lacks", func(*weir.Options) {}, func(env *weir.Environment) {
+			env.FromSource("src", spIndexes(500, 20000)).UID("src").Parallelism(1).
+				Map("str", func(i int64) string { return fmt.Sprint(i) }).UID("str").
+				SinkTo("out", collect.Transactional[string]()).UID("out")
+		}, []string{`operator uid "count"`, "AllowNonRestoredState"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := opts
+			o.Restore = "latest"
+			tt.edit(&o)
+			env := weir.NewEnvironment(o)
+			tt.build(env)
+			c, err := env.ExecuteAsync(spCtx(t), "maxpar")
+			if err == nil {
+				c.Cancel()
+				<-c.Done()
+				t.Fatal("the job started")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
