@@ -48,9 +48,44 @@ function build(node, attrs, children) {
 
 function $(id) { return document.getElementById(id); }
 
+// fill makes the children of the element (or element id) equal to children,
+// changing only what differs (morph): a refresh then neither flickers nor
+// loses the user's text selection, hover or a click in progress. Filled
+// content carries no event listeners (they could not be compared); pages
+// listen on their containers instead.
 function fill(id, ...children) {
   const node = typeof id === "string" ? $(id) : id;
-  if (node) node.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
+  if (!node) return;
+  const list = children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false)
+    .map((c) => (c instanceof Node ? c : document.createTextNode(String(c))));
+  morphChildren(node, list);
+}
+
+function morphChildren(parent, children) {
+  const old = [...parent.childNodes];
+  children.forEach((c, i) => (i < old.length ? morph(old[i], c) : parent.append(c)));
+  for (const extra of old.slice(children.length)) extra.remove();
+}
+
+function morph(from, to) {
+  if (from.nodeType !== to.nodeType || from.nodeName !== to.nodeName || from.nodeType !== Node.ELEMENT_NODE && from.nodeType !== Node.TEXT_NODE) {
+    from.replaceWith(to);
+    return;
+  }
+  if (from.nodeType === Node.TEXT_NODE) {
+    if (from.data !== to.data) from.data = to.data;
+    return;
+  }
+  for (const a of [...from.attributes]) {
+    if (a.name === "open" && from.nodeName === "DETAILS") continue; // the user opened it
+    if (!to.hasAttribute(a.name)) from.removeAttribute(a.name);
+  }
+  for (const a of [...to.attributes]) {
+    if (from.getAttribute(a.name) === a.value) continue;
+    if (a.name === "style") from.style.cssText = to.style.cssText; // CSSOM: the CSP blocks style attributes
+    else from.setAttribute(a.name, a.value);
+  }
+  morphChildren(from, [...to.childNodes]);
 }
 
 // --- formatting ------------------------------------------------------------------
@@ -229,7 +264,10 @@ function overviewPage() {
           el("th", { text: "Name" }), el("th", { text: "Job id" }), el("th", { text: "Status" }),
           el("th", { class: "num", text: "Start" }), el("th", { class: "num", text: "End" }), el("th", { class: "num", text: "Duration" }),
           el("th", { class: "num", text: "Tasks" }), el("th", { text: "Tasks by status" }))),
-        el("tbody", { id: "jobs-body" })))));
+        el("tbody", { id: "jobs-body", onclick: (ev) => {
+          const row = ev.target.closest("tr[data-href]");
+          if (row && ev.target.tagName !== "A") location.hash = row.dataset.href;
+        } })))));
   return {
     title: "Jobs",
     root,
@@ -250,7 +288,7 @@ function overviewPage() {
       const rows = sorted.map((j) => {
         const href = `#/jobs/${enc(j.jid)}`;
         const counts = Object.entries(j.tasks).filter(([k, v]) => k !== "total" && v > 0);
-        return el("tr", { class: "link-row", "data-job-id": j.jid, onclick: (ev) => { if (ev.target.tagName !== "A") location.hash = href; } },
+        return el("tr", { class: "link-row", "data-job-id": j.jid, "data-href": href },
           el("td", {}, el("a", { href, text: j.name || j.jid })),
           el("td", { class: "mono", text: j.jid }),
           el("td", {}, badge(j.state)),
