@@ -31,6 +31,9 @@ type restoredState struct {
 	broadcast []checkpoint.BroadcastState
 	// open reads a keyed-state handle, checking its size and checksum.
 	open func(h checkpoint.KeyedStateHandle) ([]byte, error)
+	// from is the checkpoint restored: incremental handles' files are
+	// read from there (checkpointing_incremental.go).
+	from *jobmaster.Restored
 }
 
 // restoreFor gathers the state of operator uid for subtask s of par, from
@@ -54,7 +57,7 @@ func (bc *buildCtx) restoreFor(n *nodeBase, s, par int, env *opEnv) *restoredSta
 			return h.Inline, nil
 		}
 		return storage.CheckpointStorage{Store: r.Store}.ReadStateFile(bc.ctx, r.Dir, h.Path, h.Size, h.CRC)
-	}}
+	}, from: r}
 	var splits []checkpoint.SplitState
 	var comms []checkpoint.Committable
 	for _, st := range op.Subtasks {

@@ -146,9 +146,11 @@ func (o *keyedCoProcessOp[K, A, B, OUT]) SnapshotState(id int64, opts *runtime.B
 	return o.ctx.keyed.snapshot(id, opts, o.fn)
 }
 func (o *keyedCoProcessOp[K, A, B, OUT]) NotifyCheckpointComplete(id int64) error {
+	o.ctx.keyed.notifyComplete(id)
 	return userHooks{o.fn}.NotifyCheckpointComplete(id)
 }
 func (o *keyedCoProcessOp[K, A, B, OUT]) NotifyCheckpointAborted(id int64) error {
+	o.ctx.keyed.notifyAborted(id)
 	return userHooks{o.fn}.NotifyCheckpointAborted(id)
 }
 func (o *keyedCoProcessOp[K, A, B, OUT]) Finish() error { return nil }

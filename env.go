@@ -271,6 +271,8 @@ type opEnv struct {
 	// backend and stateDir choose the keyed state backend and its local
 	// working directory (pebble).
 	backend, stateDir string
+	// incremental and localRecovery: Options.Checkpointing's.
+	incremental, localRecovery bool
 	// restored is the operator's state from the checkpoint restored, nil
 	// when there is none.
 	restored  *restoredState
@@ -294,6 +296,7 @@ func (bc *buildCtx) opEnv(n *nodeBase, s int) *opEnv {
 	}
 	env.attempt, env.responder, env.taskID = bc.attempt, bc.responder, bc.task(n, s).ID
 	env.backend = bc.opts.StateBackend
+	env.incremental, env.localRecovery = bc.opts.Checkpointing.Incremental, bc.opts.Checkpointing.LocalRecovery
 	env.stateDir = filepath.Join(bc.opts.LocalStateDir, unsafeName.ReplaceAllString(bc.opts.JobID, "_"))
 	env.restored = bc.restoreFor(n, s, par, env)
 	env.ops = newOpStates(s, bc.restore != nil, env.restored)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/internal/runtime"
@@ -69,6 +70,11 @@ type keyedEnv[K comparable] struct {
 	maxPar  int
 	buf     []byte
 	env     *opEnv
+	// inc takes incremental checkpoints (Options.Checkpointing.Incremental,
+	// pebble); nil otherwise. restoreStats says how an incremental restore
+	// got its files.
+	inc          *incrementalState
+	restoreStats restoreStats
 }
 
 func newKeyedEnv[K comparable](env *opEnv, c codec.Codec[K]) *keyedEnv[K] {
@@ -87,6 +93,9 @@ func (k *keyedEnv[K]) open() error {
 			return fmt.Errorf("open pebble state backend: %w", err)
 		}
 		k.backend = b
+		if k.env.incremental {
+			k.inc = newIncrementalState(k.env)
+		}
 	default:
 		k.backend = heap.New[K](k.groups, k.codec)
 	}
@@ -95,6 +104,9 @@ func (k *keyedEnv[K]) open() error {
 
 // close releases the backend (the pebble backend's files).
 func (k *keyedEnv[K]) close() error {
+	if k.inc != nil {
+		k.inc.close()
+	}
 	if c, ok := k.backend.(io.Closer); ok {
 		return c.Close()
 	}
@@ -107,6 +119,9 @@ func (k *keyedEnv[K]) restore() error {
 	if r == nil || len(r.keyed) == 0 {
 		return nil
 	}
+	if k.hasIncremental() {
+		return k.restoreIncremental()
+	}
 	if err := k.backend.Restore(r.keyed, r.open); err != nil {
 		return fmt.Errorf("restore keyed state: %w", err)
 	}
@@ -117,7 +132,13 @@ func (k *keyedEnv[K]) snapshot(id int64, opts *runtime.BarrierOptions, fn any) (
 	if err := (userHooks{fn}).snapshot(id); err != nil {
 		return runtime.OperatorSnapshot{}, err
 	}
-	snap, err := snapshotKeyed(k.backend, k.env, id, opts)
+	var snap runtime.OperatorSnapshot
+	var err error
+	if k.inc != nil && opts.Kind == checkpoint.KindCheckpoint {
+		snap, err = k.snapshotIncremental(id, opts) // savepoints stay canonical
+	} else {
+		snap, err = snapshotKeyed(k.backend, k.env, id, opts)
+	}
 	if err == nil {
 		k.env.ops.addTo(&snap) // operator list state of a keyed function (opstate.go)
 	}
@@ -140,24 +161,41 @@ type StateOption struct{ ttl *state.TTLConfig }
 // WithTTL makes a state's entries expire cfg.TTL after their last write (or
 // access, with state.OnReadAndWrite), in processing time: an expired value is
 // never returned, and expired entries are dropped on access and from
-// snapshots. (Heap backend; the pebble backend does not support TTL yet.)
+// snapshots. Both backends support it on every kind of state.
 func WithTTL(cfg state.TTLConfig) StateOption { return StateOption{ttl: &cfg} }
 
-func heapOptions(name string, opts []StateOption) ([]heap.Option, error) {
-	var out []heap.Option
+// backendOptions are a state's options for each backend.
+type backendOptions struct {
+	heap   []heap.Option
+	pebble []pebble.Option
+}
+
+func heapOptions(name string, opts []StateOption) (backendOptions, error) {
+	var out backendOptions
 	for _, o := range opts {
 		if o.ttl != nil {
 			if err := o.ttl.Validate(); err != nil {
-				return nil, fmt.Errorf("state %q: %w", name, err)
+				return out, fmt.Errorf("state %q: %w", name, err)
 			}
-			out = append(out, heap.WithTTL(*o.ttl))
+			out.heap = append(out.heap, heap.WithTTL(*o.ttl))
+			out.pebble = append(out.pebble, pebble.WithTTL(*o.ttl))
 		}
 	}
 	return out, nil
 }
 
 func unsupported(kind, name, backend string) error {
-	return fmt.Errorf("%s state %q: not supported by the %s backend yet (use the heap backend)", kind, name, backend)
+	return fmt.Errorf("%s state %q: not supported by the %s backend", kind, name, backend)
+}
+
+// registered returns a state made by a backend's constructor as the
+// interface I, or its error (a nil *S must not become a non-nil I).
+func registered[I any, S any](s *S, err error) (I, error) {
+	if err != nil {
+		var zero I
+		return zero, err
+	}
+	return any(s).(I), nil
 }
 
 // Value returns the keyed value state named name of the function whose
@@ -172,26 +210,15 @@ func Value[T any, K comparable](ctx *KeyedContext[K], name string, opts ...State
 
 // ValueWithCodec is Value with a codec of the caller's for the values.
 func ValueWithCodec[T any, K comparable](ctx *KeyedContext[K], name string, c codec.Codec[T], opts ...StateOption) (state.Value[T], error) {
-	hopts, err := heapOptions(name, opts)
+	o, err := heapOptions(name, opts)
 	if err != nil {
 		return nil, err
 	}
 	switch b := ctx.keyed.backend.(type) {
 	case *heap.Backend[K]:
-		s, err := heap.NewValueState(b, name, c, hopts...)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
+		return registered[state.Value[T]](heap.NewValueState(b, name, c, o.heap...))
 	case *pebble.Backend[K]:
-		if len(hopts) > 0 {
-			return nil, unsupported("TTL value", name, "pebble")
-		}
-		s, err := pebble.NewValueState(b, name, c)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
+		return registered[state.Value[T]](pebble.NewValueState(b, name, c, o.pebble...))
 	}
 	return nil, unsupported("value", name, ctx.keyed.backend.Kind())
 }
@@ -202,16 +229,15 @@ func List[T any, K comparable](ctx *KeyedContext[K], name string, opts ...StateO
 	if err != nil {
 		return nil, fmt.Errorf("list state %q: %w", name, err)
 	}
-	hopts, err := heapOptions(name, opts)
+	o, err := heapOptions(name, opts)
 	if err != nil {
 		return nil, err
 	}
-	if b, ok := ctx.keyed.backend.(*heap.Backend[K]); ok {
-		s, err := heap.NewListState(b, name, c, hopts...)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
+	switch b := ctx.keyed.backend.(type) {
+	case *heap.Backend[K]:
+		return registered[state.List[T]](heap.NewListState(b, name, c, o.heap...))
+	case *pebble.Backend[K]:
+		return registered[state.List[T]](pebble.NewListState(b, name, c, o.pebble...))
 	}
 	return nil, unsupported("list", name, ctx.keyed.backend.Kind())
 }
@@ -226,16 +252,15 @@ func Map[UK comparable, UV any, K comparable](ctx *KeyedContext[K], name string,
 	if err != nil {
 		return nil, fmt.Errorf("map state %q: %w", name, err)
 	}
-	hopts, err := heapOptions(name, opts)
+	o, err := heapOptions(name, opts)
 	if err != nil {
 		return nil, err
 	}
-	if b, ok := ctx.keyed.backend.(*heap.Backend[K]); ok {
-		s, err := heap.NewMapState(b, name, ukc, uvc, hopts...)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
+	switch b := ctx.keyed.backend.(type) {
+	case *heap.Backend[K]:
+		return registered[state.Map[UK, UV]](heap.NewMapState(b, name, ukc, uvc, o.heap...))
+	case *pebble.Backend[K]:
+		return registered[state.Map[UK, UV]](pebble.NewMapState(b, name, ukc, uvc, o.pebble...))
 	}
 	return nil, unsupported("map", name, ctx.keyed.backend.Kind())
 }
@@ -247,16 +272,15 @@ func Reducing[T any, K comparable](ctx *KeyedContext[K], name string, reduce fun
 	if err != nil {
 		return nil, fmt.Errorf("reducing state %q: %w", name, err)
 	}
-	hopts, err := heapOptions(name, opts)
+	o, err := heapOptions(name, opts)
 	if err != nil {
 		return nil, err
 	}
-	if b, ok := ctx.keyed.backend.(*heap.Backend[K]); ok {
-		s, err := heap.NewReducingState(b, name, reduce, c, hopts...)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
+	switch b := ctx.keyed.backend.(type) {
+	case *heap.Backend[K]:
+		return registered[state.Reducing[T]](heap.NewReducingState(b, name, reduce, c, o.heap...))
+	case *pebble.Backend[K]:
+		return registered[state.Reducing[T]](pebble.NewReducingState(b, name, reduce, c, o.pebble...))
 	}
 	return nil, unsupported("reducing", name, ctx.keyed.backend.Kind())
 }
@@ -269,16 +293,15 @@ func Aggregating[IN, ACC, OUT any, K comparable](ctx *KeyedContext[K], name stri
 	if err != nil {
 		return nil, fmt.Errorf("aggregating state %q: %w", name, err)
 	}
-	hopts, err := heapOptions(name, opts)
+	o, err := heapOptions(name, opts)
 	if err != nil {
 		return nil, err
 	}
-	if b, ok := ctx.keyed.backend.(*heap.Backend[K]); ok {
-		s, err := heap.NewAggregatingState(b, name, f, c, hopts...)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
+	switch b := ctx.keyed.backend.(type) {
+	case *heap.Backend[K]:
+		return registered[state.Aggregating[IN, OUT]](heap.NewAggregatingState(b, name, f, c, o.heap...))
+	case *pebble.Backend[K]:
+		return registered[state.Aggregating[IN, OUT]](pebble.NewAggregatingState(b, name, f, c, o.pebble...))
 	}
 	return nil, unsupported("aggregating", name, ctx.keyed.backend.Kind())
 }
@@ -353,9 +376,11 @@ func (o *keyedProcessOp[K, T, U]) SnapshotState(id int64, opts *runtime.BarrierO
 	return o.ctx.keyed.snapshot(id, opts, o.fn)
 }
 func (o *keyedProcessOp[K, T, U]) NotifyCheckpointComplete(id int64) error {
+	o.ctx.keyed.notifyComplete(id)
 	return userHooks{o.fn}.NotifyCheckpointComplete(id)
 }
 func (o *keyedProcessOp[K, T, U]) NotifyCheckpointAborted(id int64) error {
+	o.ctx.keyed.notifyAborted(id)
 	return userHooks{o.fn}.NotifyCheckpointAborted(id)
 }
 func (o *keyedProcessOp[K, T, U]) Finish() error { return nil }

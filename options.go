@@ -110,6 +110,19 @@ type CheckpointOptions struct {
 	// RetainOnCancel keeps the retained checkpoints when the job is
 	// cancelled. Default: false (deleted, as in Flink).
 	RetainOnCancel bool
+	// Incremental makes checkpoints of the pebble backend incremental: each
+	// uploads only the database files that no earlier checkpoint uploaded,
+	// under <Storage>/<JobID>/shared/, and refers to the others (Flink's
+	// incremental RocksDB checkpoints). Savepoints stay full and canonical.
+	// It needs StateBackend "pebble": with "heap" the job does not start
+	// (the heap backend takes full snapshots only). Default: false.
+	Incremental bool
+	// LocalRecovery keeps each keyed subtask's last incremental checkpoint
+	// on local disk (under LocalStateDir, hard links), so that a restart in
+	// the same process restores from it without downloading, once its files
+	// match the checkpoint's metadata (sizes and CRCs); otherwise the files
+	// are downloaded. Needs Incremental. Default: false.
+	LocalRecovery bool
 
 	// store overrides Storage (tests: a store with injected faults).
 	store storage.Store
@@ -199,6 +212,10 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("weir: Options.Checkpointing.Retained is %d; want >= 1 (0 means 1)", c.Retained)
 	case c.EveryNRecords < 0:
 		return fmt.Errorf("weir: Options.Checkpointing.EveryNRecords is %d; want >= 0 (0 means off)", c.EveryNRecords)
+	case c.Incremental && o.StateBackend != "pebble":
+		return fmt.Errorf("weir: Options.Checkpointing.Incremental needs Options.StateBackend \"pebble\", not %q: the heap backend takes full snapshots only", o.StateBackend)
+	case c.LocalRecovery && !c.Incremental:
+		return fmt.Errorf("weir: Options.Checkpointing.LocalRecovery needs Options.Checkpointing.Incremental (local recovery keeps the last incremental checkpoint on disk)")
 	}
 	return nil
 }

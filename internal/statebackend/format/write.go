@@ -200,12 +200,14 @@ func (fw *Writer) Entry(key, value []byte) error {
 		return fw.entryError(key)
 	}
 	fw.entriesLeft--
-	fw.buf = binary.AppendUvarint(fw.buf, uint64(len(key)))
-	fw.lastKey = len(fw.buf)
-	fw.buf = append(fw.buf, key...)
-	fw.lastKeyEnd, fw.hasKey = len(fw.buf), true
-	fw.buf = binary.AppendUvarint(fw.buf, uint64(len(value)))
-	fw.buf = append(fw.buf, value...)
+	// A local buf, stored back once: each store of the slice into fw runs
+	// a GC write barrier while a collection is marking.
+	buf := binary.AppendUvarint(fw.buf, uint64(len(key)))
+	fw.lastKey = len(buf)
+	buf = append(buf, key...)
+	fw.lastKeyEnd, fw.hasKey = len(buf), true
+	buf = binary.AppendUvarint(buf, uint64(len(value)))
+	fw.buf = append(buf, value...)
 	return nil
 }
 

@@ -525,13 +525,15 @@ func (c *storeCapture[K, N, E]) entries(slot int) int {
 
 func (c *storeCapture[K, N, E]) write(w *format.Writer, slot, n int, sc *scratch) error {
 	t := &c.tables[slot]
-	sc.buf, sc.entries = sc.buf[:0], sc.entries[:0]
+	// Locals, stored back into sc once: appending to sc's fields would
+	// run a GC write barrier per append while a collection is marking.
+	buf, ents, key := sc.buf[:0], sc.entries[:0], sc.key
 	// value appends the value bytes of an entry.
-	value := func(e E, last int64) {
+	value := func(buf []byte, e E, last int64) []byte {
 		if c.ttl > 0 {
-			sc.buf = format.AppendTTL(sc.buf, last)
+			buf = format.AppendTTL(buf, last)
 		}
-		sc.buf = c.encode(sc.buf, e)
+		return c.encode(buf, e)
 	}
 	for k, e := range t.flat {
 		var last int64
@@ -540,15 +542,15 @@ func (c *storeCapture[K, N, E]) write(w *format.Writer, slot, n int, sc *scratch
 				continue
 			}
 		}
-		sp := span{k: len(sc.buf)}
-		sc.buf = c.keyCodec.Append(sc.buf, k)
-		sp.v = len(sc.buf)
-		value(e, last)
-		sp.end = len(sc.buf)
-		sc.entries = append(sc.entries, sp)
+		sp := span{k: len(buf)}
+		buf = c.keyCodec.Append(buf, k)
+		sp.v = len(buf)
+		buf = value(buf, e, last)
+		sp.end = len(buf)
+		ents = append(ents, sp)
 	}
 	for k, in := range t.nested {
-		sc.key = c.keyCodec.Append(sc.key[:0], k)
+		key = c.keyCodec.Append(key[:0], k)
 		for ns, e := range in.m {
 			var last int64
 			if c.ttl > 0 {
@@ -556,19 +558,19 @@ func (c *storeCapture[K, N, E]) write(w *format.Writer, slot, n int, sc *scratch
 					continue
 				}
 			}
-			sp := span{k: len(sc.buf)}
-			sc.buf = append(sc.buf, sc.key...)
-			sc.buf = c.nsCodec.Append(sc.buf, ns)
-			sp.v = len(sc.buf)
-			value(e, last)
-			sp.end = len(sc.buf)
-			sc.entries = append(sc.entries, sp)
+			sp := span{k: len(buf)}
+			buf = append(buf, key...)
+			buf = c.nsCodec.Append(buf, ns)
+			sp.v = len(buf)
+			buf = value(buf, e, last)
+			sp.end = len(buf)
+			ents = append(ents, sp)
 		}
 	}
-	if len(sc.entries) != n {
-		return fmt.Errorf("state %q, key group slot %d: counted %d entries, found %d", c.info.Name, slot, n, len(sc.entries))
+	sc.buf, sc.entries, sc.key = buf, ents, key
+	if len(ents) != n {
+		return fmt.Errorf("state %q, key group slot %d: counted %d entries, found %d", c.info.Name, slot, n, len(ents))
 	}
-	buf := sc.buf
 	order := sc.keys.sort(buf, sc.entries)
 	if err := w.StartState(c.info.Name, n); err != nil {
 		return err

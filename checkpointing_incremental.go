@@ -1,0 +1,534 @@
+package weir
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/jobmaster"
+	"github.com/weirstream/weir/internal/keygroup"
+	"github.com/weirstream/weir/internal/runtime"
+	"github.com/weirstream/weir/internal/statebackend/pebble"
+	"github.com/weirstream/weir/internal/storage"
+)
+
+// Incremental checkpoints of the pebble backend (Options.Checkpointing.
+// Incremental), as Flink's incremental RocksDB checkpoints:
+//
+//   - Synchronous part (task goroutine): a native pebble checkpoint of the
+//     database into <LocalStateDir>/<job>/local/<uid>-<subtask>/chk-<n>,
+//     with hard links (pebble.Backend.SnapshotIncremental).
+//   - Asynchronous part: the data files (sstables) that the base — the last
+//     checkpoint this operator instance knows complete — uploaded are
+//     referred to where they are in <job>/shared/; the others are uploaded
+//     there under unique names (<uid>-<subtask>-<instance>-c<n>-<file>),
+//     and the small MANIFEST, OPTIONS and marker files go into chk-<n>/.
+//     The handle (checkpoint.IncrementalBackend) lists every file with its
+//     size and CRC, and its base.
+//   - NotifyCheckpointComplete(n) makes n's files the base of the next
+//     checkpoints; only complete checkpoints' files are reused, so files of
+//     an aborted checkpoint are never referred to. The job master's
+//     shared-state registry deletes shared files no checkpoint needs.
+//   - Restore downloads each overlapping handle's files into a local
+//     directory (or, with LocalRecovery, links them from the local copy of
+//     the same checkpoint when every file matches its size and CRC) and
+//     opens them (pebble.Backend.RestoreNative). The adopted checkpoint's
+//     shared files become the base: they are not uploaded again.
+//
+// Savepoints are always full, canonical snapshots.
+
+// uploadWorkers is the number of files uploaded or downloaded at once by
+// one operator instance.
+const uploadWorkers = 4
+
+// incrementalState is the incremental-checkpoint side of one pebble keyed
+// operator instance. complete, aborted, snapshot and restore run on the task
+// goroutine; the asynchronous part records its uploads under mu.
+type incrementalState struct {
+	groups    keygroup.Range
+	localDir  string // <stateDir>/local/<uid>-<subtask>
+	prefix    string // <uid>-<subtask>, for object names
+	instance  string // random, unique per backend instance
+	keepLocal bool   // LocalRecovery
+
+	mu        sync.Mutex
+	confirmed uploaded           // the base: files of the last complete checkpoint
+	pending   map[int64]uploaded // written, not yet known complete
+}
+
+// uploaded is where the data files of one checkpoint are.
+type uploaded struct {
+	id    int64
+	store storage.Store
+	files map[string]sharedFile // local name -> object
+}
+
+type sharedFile struct {
+	object string // store name, <job>/shared/…
+	size   int64
+	crc    uint32
+}
+
+func newIncrementalState(env *opEnv) *incrementalState {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	prefix := fmt.Sprintf("%s-%d", unsafeName.ReplaceAllString(env.uid, "_"), env.subtask)
+	return &incrementalState{
+		groups:    env.keyGroups,
+		localDir:  filepath.Join(env.stateDir, "local", prefix),
+		prefix:    prefix,
+		instance:  hex.EncodeToString(b[:]),
+		keepLocal: env.localRecovery,
+		pending:   make(map[int64]uploaded),
+	}
+}
+
+func (s *incrementalState) checkpointDir(id int64) string {
+	return filepath.Join(s.localDir, "chk-"+strconv.FormatInt(id, 10))
+}
+
+// isDataFile tells the immutable data files of a pebble checkpoint, which
+// are shared, from the files rewritten by every checkpoint.
+func isDataFile(name string) bool {
+	return strings.HasSuffix(name, ".sst") || strings.HasSuffix(name, ".blob")
+}
+
+// snapshot runs the synchronous part of incremental checkpoint id.
+func (s *incrementalState) snapshot(take func(id int64, dir string) ([]string, error), id int64, opts *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
+	dir := s.checkpointDir(id)
+	if err := os.MkdirAll(s.localDir, 0o755); err != nil {
+		return runtime.OperatorSnapshot{}, fmt.Errorf("incremental checkpoint %d: %w", id, err)
+	}
+	if err := os.RemoveAll(dir); err != nil { // left by an earlier attempt
+		return runtime.OperatorSnapshot{}, fmt.Errorf("incremental checkpoint %d: %w", id, err)
+	}
+	if _, err := take(id, dir); err != nil {
+		return runtime.OperatorSnapshot{}, err
+	}
+	s.mu.Lock()
+	base := s.confirmed
+	s.mu.Unlock()
+	return runtime.OperatorSnapshot{
+		Async: func(ctx context.Context, st *checkpoint.SubtaskState) (int64, error) {
+			return s.upload(ctx, id, dir, base, opts, st)
+		},
+		Release: func() {
+			if !s.keepLocal {
+				_ = os.RemoveAll(dir)
+			}
+		},
+	}, nil
+}
+
+// upload is the asynchronous part: it uploads what base does not hold and
+// records the handle. It returns the bytes uploaded.
+func (s *incrementalState) upload(ctx context.Context, id int64, dir string, base uploaded, opts *runtime.BarrierOptions, st *checkpoint.SubtaskState) (int64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("incremental checkpoint %d: %w", id, err)
+	}
+	sharedDir := path.Join(path.Dir(opts.Dir), storage.SharedDirName)
+	reuse := base.files != nil && base.store == opts.Store
+	h := checkpoint.KeyedStateHandle{Backend: checkpoint.IncrementalBackend, StartGroup: s.groups.Start, EndGroup: s.groups.End}
+	if reuse {
+		h.Base = base.id
+	}
+	up := uploaded{id: id, store: opts.Store, files: make(map[string]sharedFile)}
+	files := make([]checkpoint.StateFile, len(entries))
+	type job struct {
+		i      int
+		name   string
+		object string
+		shared bool
+	}
+	var jobs []job
+	for i, e := range entries {
+		name := e.Name()
+		data := isDataFile(name)
+		if f, ok := base.files[name]; ok && data && reuse && path.Dir(f.object) == sharedDir {
+			files[i] = checkpoint.StateFile{Name: name, Path: sharedPath(f.object), Size: f.size, CRC: f.crc, Shared: true}
+			up.files[name] = f
+			continue
+		}
+		if !e.Type().IsRegular() {
+			return 0, fmt.Errorf("incremental checkpoint %d: %s is not a regular file", id, filepath.Join(dir, name))
+		}
+		object := path.Join(opts.Dir, s.prefix+"-"+name)
+		if data {
+			object = path.Join(sharedDir, fmt.Sprintf("%s-%s-c%d-%s", s.prefix, s.instance, id, name))
+		}
+		jobs = append(jobs, job{i: i, name: name, object: object, shared: data})
+	}
+	var mu sync.Mutex
+	var written int64
+	cs := storage.CheckpointStorage{Store: opts.Store}
+	err = parallel(ctx, len(jobs), func(ctx context.Context, j int) error {
+		jb := jobs[j]
+		size, crc, err := cs.WriteStateFile(ctx, path.Dir(jb.object), path.Base(jb.object), func(w io.Writer) error {
+			f, err := os.Open(filepath.Join(dir, jb.name))
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = io.Copy(w, f)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		p := path.Base(jb.object)
+		if jb.shared {
+			p = sharedPath(jb.object)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		files[jb.i] = checkpoint.StateFile{Name: jb.name, Path: p, Size: size, CRC: crc, Shared: jb.shared}
+		if jb.shared {
+			up.files[jb.name] = sharedFile{object: jb.object, size: size, crc: crc}
+		}
+		written += size
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("incremental checkpoint %d: %w", id, err)
+	}
+	for _, f := range files {
+		h.Size += f.Size
+	}
+	h.Files = files
+	st.Keyed = append(st.Keyed, h)
+	s.mu.Lock()
+	s.pending[id] = up
+	s.mu.Unlock()
+	return written, nil
+}
+
+// sharedPath is the path of a shared object relative to a checkpoint
+// directory: checkpoint directories and shared/ are siblings.
+func sharedPath(object string) string {
+	return "../" + storage.SharedDirName + "/" + path.Base(object)
+}
+
+// complete makes checkpoint id's files the base, once id is known complete.
+func (s *incrementalState) complete(id int64) {
+	s.mu.Lock()
+	if up, ok := s.pending[id]; ok {
+		s.confirmed = up
+	}
+	for p := range s.pending {
+		if p <= id {
+			delete(s.pending, p) // subsumed
+		}
+	}
+	keep := s.confirmed.id
+	s.mu.Unlock()
+	s.removeLocal(func(c int64) bool { return c <= id && c != keep })
+}
+
+// aborted forgets checkpoint id.
+func (s *incrementalState) aborted(id int64) {
+	s.mu.Lock()
+	delete(s.pending, id)
+	s.mu.Unlock()
+	s.removeLocal(func(c int64) bool { return c == id })
+}
+
+// close removes the local checkpoints, but the base's with LocalRecovery.
+func (s *incrementalState) close() {
+	s.mu.Lock()
+	keep := s.confirmed.id
+	s.mu.Unlock()
+	if !s.keepLocal {
+		keep = -1
+	}
+	s.removeLocal(func(c int64) bool { return c != keep })
+	_ = os.Remove(s.localDir) // only if empty
+}
+
+// removeLocal removes the local checkpoint directories whose id drop says.
+func (s *incrementalState) removeLocal(drop func(id int64) bool) {
+	entries, err := os.ReadDir(s.localDir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		digits, ok := strings.CutPrefix(e.Name(), "chk-")
+		id, err := strconv.ParseInt(digits, 10, 64)
+		if ok && err == nil && drop(id) {
+			_ = os.RemoveAll(filepath.Join(s.localDir, e.Name()))
+		}
+	}
+}
+
+// restoreStats says how an incremental restore got its files (tests).
+type restoreStats struct {
+	local      int   // handles restored from the local copy
+	downloaded int   // handles downloaded
+	bytes      int64 // bytes downloaded
+}
+
+// restore loads the incremental handles into the backend through
+// restoreNative; workDir is a directory of the backend's own (on the same
+// device as its database).
+func (s *incrementalState) restore(ctx context.Context, from *jobmaster.Restored, handles []checkpoint.KeyedStateHandle, workDir string,
+	restoreNative func([]pebble.NativeCheckpoint) (int, error)) (restoreStats, error) {
+	var stats restoreStats
+	var cps []pebble.NativeCheckpoint
+	defer func() {
+		for _, cp := range cps {
+			_ = os.RemoveAll(cp.Dir) // those not adopted
+		}
+	}()
+	for i, h := range handles {
+		if !h.Incremental() {
+			return stats, fmt.Errorf("checkpoint %s mixes incremental and full keyed state handles for one operator", from.Dir)
+		}
+		dir := filepath.Join(workDir, fmt.Sprintf("restore-%d", i))
+		if err := os.RemoveAll(dir); err != nil {
+			return stats, err
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return stats, err
+		}
+		if s.restoreLocal(from, h, dir) {
+			stats.local++
+		} else {
+			n, err := download(ctx, from, h, dir)
+			if err != nil {
+				return stats, fmt.Errorf("download key groups [%d, %d): %w", h.StartGroup, h.EndGroup, err)
+			}
+			stats.downloaded++
+			stats.bytes += n
+		}
+		cps = append(cps, pebble.NativeCheckpoint{Dir: dir, Groups: keygroup.Range{Start: h.StartGroup, End: h.EndGroup}})
+	}
+	base, err := restoreNative(cps)
+	if err != nil {
+		return stats, err
+	}
+	if base < 0 || from.Metadata.Kind != checkpoint.KindCheckpoint {
+		return stats, nil
+	}
+	up := uploaded{id: from.Metadata.ID, store: from.Store, files: make(map[string]sharedFile)}
+	for _, f := range handles[base].Files {
+		if !f.Shared {
+			continue
+		}
+		object, err := storage.ResolveStatePath(from.Dir, f.Path, false)
+		if err != nil {
+			return stats, err
+		}
+		up.files[f.Name] = sharedFile{object: object, size: f.Size, crc: f.CRC}
+	}
+	s.mu.Lock()
+	s.confirmed = up
+	s.mu.Unlock()
+	return stats, nil
+}
+
+// restoreLocal fills dir from the local copy of the checkpoint restored,
+// if local recovery is on and the copy holds exactly the handle's files,
+// each with its size and CRC.
+func (s *incrementalState) restoreLocal(from *jobmaster.Restored, h checkpoint.KeyedStateHandle, dir string) bool {
+	if !s.keepLocal || from.Metadata.Kind != checkpoint.KindCheckpoint ||
+		h.StartGroup != s.groups.Start || h.EndGroup != s.groups.End {
+		return false
+	}
+	local := s.checkpointDir(from.Metadata.ID)
+	entries, err := os.ReadDir(local)
+	if err != nil || len(entries) != len(h.Files) {
+		return false
+	}
+	for _, f := range h.Files {
+		if ok, _ := fileMatches(filepath.Join(local, f.Name), f.Size, f.CRC); !ok {
+			return false
+		}
+	}
+	for _, f := range h.Files {
+		src, dst := filepath.Join(local, f.Name), filepath.Join(dir, f.Name)
+		// Data files never change: a hard link is a copy. The others are
+		// rewritten by the database opened on them: copied.
+		if isDataFile(f.Name) && os.Link(src, dst) == nil {
+			continue
+		}
+		if err := copyFile(src, dst); err != nil {
+			_ = os.RemoveAll(dir)
+			_ = os.MkdirAll(dir, 0o755)
+			return false
+		}
+	}
+	return true
+}
+
+// fileMatches reports whether the file has the size and CRC-32C given.
+func fileMatches(name string, size int64, crc uint32) (bool, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	n, err := io.Copy(h, f)
+	return err == nil && n == size && h.Sum32() == crc, err
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// download fetches the files of h into dir, checking each file's size and
+// CRC, and returns the bytes read.
+func download(ctx context.Context, from *jobmaster.Restored, h checkpoint.KeyedStateHandle, dir string) (int64, error) {
+	cs := storage.CheckpointStorage{Store: from.Store}
+	selfContained := from.Metadata.Kind == checkpoint.KindSavepoint
+	var mu sync.Mutex
+	var total int64
+	err := parallel(ctx, len(h.Files), func(ctx context.Context, i int) error {
+		f := h.Files[i]
+		if f.Name == "" || f.Name != filepath.Base(f.Name) || strings.HasPrefix(f.Name, ".") {
+			return fmt.Errorf("%w: file name %q", storage.ErrCorruptState, f.Name)
+		}
+		name, err := storage.ResolveStatePath(from.Dir, f.Path, selfContained)
+		if err != nil {
+			return err
+		}
+		r, err := cs.OpenStateFile(ctx, path.Dir(name), path.Base(name), f.Size, f.CRC)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		out, err := os.Create(filepath.Join(dir, f.Name))
+		if err != nil {
+			return err
+		}
+		n, err := io.Copy(out, r) // the reader checks the CRC at EOF
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		total += n
+		mu.Unlock()
+		return nil
+	})
+	return total, err
+}
+
+// parallel runs fn for 0..n-1 on up to uploadWorkers goroutines and
+// returns the first error; the others see their context cancelled.
+func parallel(ctx context.Context, n int, fn func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for range min(n, uploadWorkers) {
+		wg.Go(func() {
+			for i := range next {
+				if err := fn(ctx, i); err != nil {
+					once.Do(func() { first = err; cancel(err) })
+				}
+			}
+		})
+	}
+feed:
+	for i := range n {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return context.Cause(ctx)
+}
+
+// --- keyedEnv's side ----------------------------------------------------------
+
+// snapshotIncremental is keyedEnv.snapshot for incremental checkpoints.
+func (k *keyedEnv[K]) snapshotIncremental(id int64, opts *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
+	b, ok := k.backend.(*pebble.Backend[K])
+	if !ok {
+		return runtime.OperatorSnapshot{}, fmt.Errorf("incremental checkpoints need the pebble backend, not %s", k.backend.Kind())
+	}
+	return k.inc.snapshot(b.SnapshotIncremental, id, opts)
+}
+
+// hasIncremental reports whether the restored state has incremental handles.
+func (k *keyedEnv[K]) hasIncremental() bool {
+	r := k.env.restored
+	return r != nil && slices.ContainsFunc(r.keyed, checkpoint.KeyedStateHandle.Incremental)
+}
+
+// restoreIncremental loads incremental handles into the pebble backend.
+func (k *keyedEnv[K]) restoreIncremental() error {
+	r := k.env.restored
+	b, ok := k.backend.(*pebble.Backend[K])
+	if !ok || r.from == nil {
+		return fmt.Errorf("restore keyed state: checkpoint %s holds incremental pebble state (Options.Checkpointing.Incremental); restore it with Options.StateBackend \"pebble\", or restore a savepoint, which any backend reads", restoreDir(r))
+	}
+	inc := k.inc
+	if inc == nil { // restoring an incremental checkpoint without taking any
+		inc = newIncrementalState(k.env)
+	}
+	stats, err := inc.restore(k.env.ctx, r.from, r.keyed, filepath.Dir(b.Dir()), b.RestoreNative)
+	if err != nil {
+		return fmt.Errorf("restore keyed state: %w", err)
+	}
+	k.restoreStats = stats
+	k.env.logger.Info("restored incremental keyed state", "checkpoint", r.from.Metadata.ID,
+		"local", stats.local, "downloaded", stats.downloaded, "bytes", stats.bytes)
+	return nil
+}
+
+func restoreDir(r *restoredState) string {
+	if r.from != nil {
+		return r.from.Dir
+	}
+	return "(unknown)"
+}
+
+// notifyComplete and notifyAborted pass checkpoint notifications to the
+// incremental state.
+func (k *keyedEnv[K]) notifyComplete(id int64) {
+	if k.inc != nil {
+		k.inc.complete(id)
+	}
+}
+
+func (k *keyedEnv[K]) notifyAborted(id int64) {
+	if k.inc != nil {
+		k.inc.aborted(id)
+	}
+}
