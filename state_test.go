@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,7 +63,13 @@ func (f *allKinds) ProcessElement(ctx *weir.KeyedContext[int64], v int64, out we
 }
 
 func TestStateKindsThroughRecovery(t *testing.T) {
-	opts := weir.Options{Parallelism: 2, Restart: "fixed-delay:attempts=3,delay=0"}
+	for _, backend := range []string{"heap", "pebble"} {
+		t.Run(backend, func(t *testing.T) { testStateKindsThroughRecovery(t, backend) })
+	}
+}
+
+func testStateKindsThroughRecovery(t *testing.T, backend string) {
+	opts := weir.Options{Parallelism: 2, Restart: "fixed-delay:attempts=3,delay=0", StateBackend: backend, LocalStateDir: t.TempDir()}
 	opts.Checkpointing.Interval = 5 * time.Millisecond
 	env := weir.NewEnvironment(opts)
 	sink := collect.Transactional[string]()
@@ -99,17 +104,5 @@ func TestStateKindsThroughRecovery(t *testing.T) {
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %d results, want %d\nfirst got:  %v\nfirst want: %v", len(got), len(want), got[:min(3, len(got))], want[:3])
-	}
-}
-
-func TestStateKindsNotOnPebbleSayWhy(t *testing.T) {
-	env := weir.NewEnvironment(weir.Options{Parallelism: 1, StateBackend: "pebble", LocalStateDir: t.TempDir()})
-	env.FromSource("nums", datagen.Sequence(0, 9)).
-		KeyBy(func(v int64) int64 { return v }).
-		Process("kinds", &allKinds{}).
-		SinkTo("out", collect.New[string]())
-	err := env.Execute(context.Background(), "pebble-kinds")
-	if err == nil || !strings.Contains(err.Error(), `list state "list": not supported by the pebble backend yet`) {
-		t.Fatalf("Execute = %v", err)
 	}
 }

@@ -625,6 +625,14 @@ func (o namespaceOps[K, N]) Namespaces() iter.Seq[N] { return o.nc.namespaces() 
 // ClearAllNamespaces removes the current key's entries in every namespace.
 func (o namespaceOps[K, N]) ClearAllNamespaces() { o.nc.clearNamespaces() }
 
+// Entries yields every (key, namespace) with a live entry, across all the
+// key groups of the backend, in the order of their bytes; expired entries
+// (with a TTL) are skipped, not removed. It reads the state without
+// changing it and without changing the current key or namespace. The loop
+// must not write to this state; it may read it and write to other states.
+// (As the heap backend's Entries; timers rebuild their queues from it.)
+func (o namespaceOps[K, N]) Entries() iter.Seq2[K, N] { return o.nc.entries() }
+
 // checkNamespaceCodec returns the error of a namespaced state's constructor
 // given no namespace codec.
 func checkNamespaceCodec[N any](c codec.Codec[N]) error {

@@ -2,7 +2,6 @@ package pebble
 
 import (
 	"errors"
-	"iter"
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/statebackend/format"
@@ -30,7 +29,8 @@ type ValueState[K comparable, V any] struct {
 // current namespace (SetCurrentNamespace): one entry per key and
 // namespace, under key‖namespace. It implements state.Value[V] and has the
 // namespace methods SetCurrentNamespace, CurrentNamespace, Namespaces,
-// ClearAllNamespaces and Entries, as the heap backend's.
+// ClearAllNamespaces and Entries, as the heap backend's (every namespaced
+// kind has them).
 type NamespacedValueState[K comparable, N comparable, V any] struct {
 	valueCore[K, N, V]
 	namespaceOps[K, N]
@@ -105,11 +105,3 @@ func (v valueCore[K, N, V]) Update(val V) {
 
 // Clear removes the current key's value.
 func (v valueCore[K, N, V]) Clear() { v.c.del(v.c.ns) }
-
-// Entries yields every (key, namespace) with a live value, across all the
-// key groups of the backend, in the order of their bytes; expired entries
-// (with a TTL) are skipped, not removed. It reads the state without
-// changing it and without changing the current key or namespace. The loop
-// must not write to this state; it may read it and write to other states.
-// (As the heap backend's Entries; timers rebuild their queues from it.)
-func (s *NamespacedValueState[K, N, V]) Entries() iter.Seq2[K, N] { return s.c.entries() }
