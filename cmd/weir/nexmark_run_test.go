@@ -138,7 +138,7 @@ func TestNexmarkRunBadInput(t *testing.T) {
 		want string
 	}{
 		{[]string{"--query", "q99", "--events", "10"}, `unknown query "q99"`},
-		{[]string{"--query", "q5", "--events", "10"}, `query "q5" is not implemented yet`},
+		{[]string{"--query", "q6", "--events", "10"}, `query "q6" is not implemented yet`},
 		{[]string{"--events", "10"}, "--query is required"},
 		{[]string{"--query", "q0", "--events", "-3"}, "--events is -3"},
 		{[]string{"--query", "q0"}, "--events is required"},

@@ -31,8 +31,11 @@
 // types: AVG of a BIGINT is a BIGINT (truncated toward zero). DATE_FORMAT and
 // HOUR use UTC.
 //
-// Queries that need timers or windows (q5, q7, q8, q11, q12) are not here
-// yet; q6 is not run by Flink either.
+// The windowed queries (q5, q7, q8, q11, q12) are keyed process functions
+// with event-time timers (processing-time for q12): a window [start, end)
+// fires when the watermark reaches end − 1, and records of windows that
+// already fired are dropped as late, as in Flink. q6 is not here: Flink does
+// not run it either.
 //
 // # Usage
 //

@@ -31,16 +31,25 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 const testEvents = 4000
 
 // The rate sets the timestamps; runs with a failure emit the events at that
-// pace (a tenth of a second), so that checkpoints complete before it.
-var testConfig = nexmark.Config{Events: testEvents, Seed: 3, Rate: 40_000}
+// pace (a fifth of a second), so that checkpoints complete before it.
+var testConfig = nexmark.Config{Events: testEvents, Seed: 3, Rate: 20_000}
 
-func testStream(t *testing.T) []nexmark.Event {
+// The windowed queries need event time to span several windows: 40 s here,
+// and 2 s for the runs with a failure, which take that long.
+var (
+	windowConfig      = nexmark.Config{Events: testEvents, Seed: 3, Rate: 100}
+	windowFaultConfig = nexmark.Config{Events: 2000, Seed: 3, Rate: 1000}
+)
+
+var windowed = map[string]bool{"q5": true, "q7": true, "q8": true, "q11": true, "q12": true}
+
+func testStream(t *testing.T, cfg nexmark.Config) []nexmark.Event {
 	t.Helper()
-	g, err := nexmark.NewGenerator(testConfig)
+	g, err := nexmark.NewGenerator(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := make([]nexmark.Event, testEvents)
+	evs := make([]nexmark.Event, cfg.Events)
 	for i := range evs {
 		evs[i] = g.Event(int64(i))
 	}
@@ -53,11 +62,43 @@ type runSpec struct {
 	failAt      int64
 }
 
+// faultInjector fails the job once, at the first event from the failAt-th
+// on that follows a completed checkpoint, so that the job restarts from a
+// checkpoint however slow the machine is. Each subtask gets a copy of the
+// struct; they share its counters.
+type faultInjector struct {
+	failAt int64
+	*faultCounters
+}
+
+type faultCounters struct {
+	seen   atomic.Int64
+	failed atomic.Bool
+	// completed is set by the first completed checkpoint.
+	completed atomic.Bool
+}
+
+func (f *faultInjector) ProcessElement(_ *weir.Context, ev nexmark.Event, out weir.Collector[nexmark.Event]) error {
+	if f.seen.Add(1) >= f.failAt && f.completed.Load() && !f.failed.Swap(true) {
+		panic("injected failure")
+	}
+	out.Collect(ev)
+	return nil
+}
+
+func (f *faultInjector) NotifyCheckpointComplete(int64) error {
+	f.completed.Store(true)
+	return nil
+}
+
+func (f *faultInjector) NotifyCheckpointAborted(int64) error { return nil }
+
+var _ weir.CheckpointListener = (*faultInjector)(nil)
+
 // runQuery runs q with a transactional collector (exactly-once) and returns
 // its rows in commit order.
-func runQuery(t *testing.T, q queries.Query, spec runSpec) []string {
+func runQuery(t *testing.T, q queries.Query, cfg nexmark.Config, spec runSpec) []string {
 	t.Helper()
-	cfg := testConfig
 	opts := weir.Options{Parallelism: spec.parallelism}
 	if spec.failAt > 0 {
 		cfg.RateLimited = true
@@ -66,15 +107,9 @@ func runQuery(t *testing.T, q queries.Query, spec runSpec) []string {
 	}
 	env := weir.NewEnvironment(opts)
 	events := queries.Events(env, nexmark.Source(cfg))
-	var seen atomic.Int64
-	var failed atomic.Bool
+	fault := &faultInjector{failAt: spec.failAt, faultCounters: &faultCounters{}}
 	if spec.failAt > 0 {
-		events = events.Map("fault", func(ev nexmark.Event) nexmark.Event {
-			if seen.Add(1) == spec.failAt && !failed.Swap(true) {
-				panic("injected failure")
-			}
-			return ev
-		}).UID("fault")
+		events = events.Process("fault", fault).UID("fault")
 	}
 	sink := collect.Transactional[string]()
 	q.Build(events, queries.Output{Sink: sink})
@@ -86,8 +121,8 @@ func runQuery(t *testing.T, q queries.Query, spec runSpec) []string {
 		t.Fatal(err)
 	}
 	if spec.failAt > 0 {
-		if sum, _ := job.Checkpoints(); !failed.Load() || sum.Restarts != 1 || sum.Restored == 0 {
-			t.Fatalf("failure injected: %v; summary %+v: want one restart from a checkpoint", failed.Load(), sum)
+		if sum, _ := job.Checkpoints(); !fault.failed.Load() || sum.Restarts != 1 || sum.Restored == 0 {
+			t.Fatalf("failure injected: %v; summary %+v: want one restart from a checkpoint", fault.failed.Load(), sum)
 		}
 	}
 	return sink.Results()
@@ -251,7 +286,111 @@ var channelIDPattern = regexp.MustCompile(`(&|^)channel_id=([^&]*)`)
 // queries its final table.
 type reference func(evs []nexmark.Event) [][]string
 
+const window = 10_000
+
+func floorTo(t, size int64) int64 {
+	if t < 0 && t%size != 0 {
+		return (t/size - 1) * size
+	}
+	return t / size * size
+}
+
 var references = map[string]reference{
+	"q5": func(evs []nexmark.Event) (out [][]string) {
+		bs := bidsOf(evs)
+		lo, hi := bs[0].DateTime, bs[0].DateTime
+		for _, b := range bs {
+			lo, hi = min(lo, b.DateTime), max(hi, b.DateTime)
+		}
+		for end := floorTo(lo, 2000) + 2000; end <= floorTo(hi, 2000)+window; end += 2000 {
+			counts := map[int64]int64{}
+			var top int64
+			for _, b := range bs {
+				if b.DateTime >= end-window && b.DateTime < end {
+					counts[b.Auction]++
+					top = max(top, counts[b.Auction])
+				}
+			}
+			for a, n := range counts {
+				if n == top {
+					out = append(out, []string{i64(a), i64(n)})
+				}
+			}
+		}
+		return out
+	},
+	"q7": func(evs []nexmark.Event) (out [][]string) {
+		bs := bidsOf(evs)
+		maxOf := map[int64]int64{} // window start -> max price
+		for _, b := range bs {
+			w := floorTo(b.DateTime, window)
+			if p, ok := maxOf[w]; !ok || b.Price > p {
+				maxOf[w] = b.Price
+			}
+		}
+		for w, p := range maxOf {
+			for _, b := range bs {
+				if b.Price == p && b.DateTime >= w && b.DateTime <= w+window {
+					out = append(out, []string{i64(b.Auction), i64(b.Bidder), i64(b.Price), i64(b.DateTime), b.Extra})
+				}
+			}
+		}
+		return out
+	},
+	"q8": func(evs []nexmark.Event) (out [][]string) {
+		type pw struct {
+			id    int64
+			name  string
+			start int64
+		}
+		type sw struct{ seller, start int64 }
+		persons, sellers := map[pw]bool{}, map[sw]bool{}
+		for _, p := range personsOf(evs) {
+			persons[pw{p.ID, p.Name, floorTo(p.DateTime, window)}] = true
+		}
+		for _, a := range auctionsOf(evs) {
+			sellers[sw{a.Seller, floorTo(a.DateTime, window)}] = true
+		}
+		for p := range persons {
+			if sellers[sw{p.id, p.start}] {
+				out = append(out, []string{i64(p.id), p.name, i64(p.start)})
+			}
+		}
+		return out
+	},
+	"q11": func(evs []nexmark.Event) (out [][]string) {
+		times := map[int64][]int64{}
+		for _, b := range bidsOf(evs) {
+			times[b.Bidder] = append(times[b.Bidder], b.DateTime)
+		}
+		for bidder, ts := range times {
+			slices.Sort(ts)
+			start, last, n := ts[0], ts[0], int64(1)
+			flush := func() {
+				out = append(out, []string{i64(bidder), i64(n), i64(start), i64(last + window)})
+			}
+			for _, t := range ts[1:] {
+				if t-last > window {
+					flush()
+					start, n = t, 0
+				}
+				last = t
+				n++
+			}
+			flush()
+		}
+		return out
+	},
+	"q12": func(evs []nexmark.Event) (out [][]string) {
+		counts := map[int64]int64{}
+		for _, b := range bidsOf(evs) {
+			counts[b.Bidder]++
+		}
+		for b, n := range counts {
+			out = append(out, []string{i64(b), i64(n)})
+		}
+		return out
+	},
 	"q0": func(evs []nexmark.Event) (out [][]string) {
 		for _, b := range bidsOf(evs) {
 			out = append(out, []string{i64(b.Auction), i64(b.Bidder), i64(b.Price), i64(b.DateTime), b.Extra})
@@ -536,36 +675,77 @@ var tieFree = map[string]func([]string) []string{
 	"q19": func(r []string) []string { return []string{r[0], r[2], r[7]} },
 }
 
-var stateful = map[string]bool{"q3": true, "q4": true, "q9": true, "q15": true, "q16": true, "q17": true, "q18": true, "q19": true, "q20": true}
+var stateful = map[string]bool{"q5": true, "q7": true, "q8": true, "q11": true, "q12": true, "q3": true, "q4": true, "q9": true, "q15": true, "q16": true, "q17": true, "q18": true, "q19": true, "q20": true}
 
 func TestQueriesAgainstReference(t *testing.T) {
-	evs := testStream(t)
+	streams := map[nexmark.Config][]nexmark.Event{}
+	stream := func(cfg nexmark.Config) []nexmark.Event {
+		if streams[cfg] == nil {
+			streams[cfg] = testStream(t, cfg)
+		}
+		return streams[cfg]
+	}
 	for _, q := range queries.All() {
 		ref, ok := references[q.Name]
 		if !ok {
 			t.Errorf("%s has no reference", q.Name)
 			continue
 		}
-		want := ref(evs)
-		if len(want) == 0 {
-			t.Errorf("%s: the reference result is empty: the test would prove nothing", q.Name)
+		type run struct {
+			spec runSpec
+			cfg  nexmark.Config
 		}
-		specs := []runSpec{{parallelism: 1}, {parallelism: 2}}
+		cfg, faultCfg := testConfig, testConfig
+		if windowed[q.Name] {
+			cfg, faultCfg = windowConfig, windowFaultConfig
+		}
+		runs := []run{{runSpec{parallelism: 1}, cfg}, {runSpec{parallelism: 2}, cfg}}
 		if stateful[q.Name] {
-			specs = append(specs, runSpec{parallelism: 2, failAt: testEvents / 2})
+			runs = append(runs, run{runSpec{parallelism: 2, failAt: faultCfg.Events / 2}, faultCfg})
 		}
-		for _, spec := range specs {
-			t.Run(fmt.Sprintf("%s/p%d/fail%d", q.Name, spec.parallelism, spec.failAt), func(t *testing.T) {
-				got := parseRows(t, q, runQuery(t, q, spec))
+		for _, r := range runs {
+			t.Run(fmt.Sprintf("%s/p%d/fail%d", q.Name, r.spec.parallelism, r.spec.failAt), func(t *testing.T) {
+				want := ref(stream(r.cfg))
+				if len(want) == 0 {
+					t.Fatalf("%s: the reference result is empty: the test would prove nothing", q.Name)
+				}
+				got := parseRows(t, q, runQuery(t, q, r.cfg, r.spec))
 				if q.Updating {
 					got = finalTable(t, got)
 				}
+				if q.Name == "q12" {
+					// Processing-time windows: which window a bid falls in
+					// depends on the clock, so only the count per bidder and
+					// the windows' alignment are checked.
+					got = perBidderTotals(t, got)
+				}
 				var project func([]string) []string
-				if spec.parallelism > 1 {
+				if r.spec.parallelism > 1 {
 					project = tieFree[q.Name]
 				}
 				diff(t, q.Name, canon(got, project), canon(want, project))
 			})
 		}
 	}
+}
+
+// perBidderTotals sums q12's counts per bidder, checking that every window
+// is 10 s long and aligned.
+func perBidderTotals(t *testing.T, rows [][]string) [][]string {
+	t.Helper()
+	sums := map[string]int64{}
+	for _, r := range rows {
+		n, _ := strconv.ParseInt(r[1], 10, 64)
+		start, _ := strconv.ParseInt(r[2], 10, 64)
+		end, _ := strconv.ParseInt(r[3], 10, 64)
+		if start%10_000 != 0 || end != start+10_000 || n < 1 {
+			t.Fatalf("q12 row %q: want a count >= 1 in an aligned 10 s window", r)
+		}
+		sums[r[0]] += n
+	}
+	var out [][]string
+	for b, n := range sums {
+		out = append(out, []string{b, i64(n)})
+	}
+	return out
 }

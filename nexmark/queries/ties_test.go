@@ -145,3 +145,20 @@ func TestAverageRetracts(t *testing.T) {
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// TestHighestBidWindowEdges: q7 joins a bid with the maximum of every window
+// whose [end - 10 s, end] holds it, so a bid at a window's start also joins
+// the window before, where it does not count toward the maximum.
+func TestHighestBidWindowEdges(t *testing.T) {
+	got := runEvents(t, "q7", []nexmark.Event{
+		bid(1, 1, 10, 5000, "a"),
+		bid(2, 2, 10, 10000, "b-edge"),
+		bid(3, 3, 5, 12000, "c"),
+		bid(4, 4, 99, 20000, "d-edge"), // the next window's maximum, above window 1's
+	})
+	slices.Sort(got)
+	want := []string{"1,1,10,5000,a", "2,2,10,10000,b-edge", "2,2,10,10000,b-edge", "4,4,99,20000,d-edge"}
+	if !slices.Equal(got, want) {
+		t.Errorf("q7 rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
