@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,17 @@ func TestBrowserFakeJob(t *testing.T) {
 	// The checkpoint's timeline: four subtasks in two vertices.
 	b.do(t, "open the checkpoints", chromedp.Navigate(url+"/#/jobs/wordcount/checkpoints"))
 	b.waitFor(t, "checkpoint 1 is listed", `document.querySelector('#history-body tr[data-checkpoint-id="1"][data-status="COMPLETED"]') !== null`)
+
+	// A checkpoint that fails says why, and shows in red on the chart.
+	job.FailOperations(errors.New("checkpoint storage unavailable"))
+	b.do(t, "trigger a checkpoint", chromedp.Click(chromedp.ID("trigger-checkpoint")))
+	b.waitFor(t, "the checkpoint fails", `document.getElementById("op-status").dataset.state === "failed"`)
+	if got := evaluate[string](t, b, `document.getElementById("op-status").textContent`); !contains(got, "Checkpoint failed", "checkpoint storage unavailable") {
+		t.Errorf("operation status %q", got)
+	}
+	b.waitFor(t, "the failure is in the history and on the chart",
+		`document.querySelector('#history-body tr[data-status="FAILED"]') !== null && document.querySelector("#chart-duration circle.point.failed") !== null`)
+	job.FailOperations(nil)
 	b.do(t, "open checkpoint 1", chromedp.Click(chromedp.CSS(`#history-body tr[data-checkpoint-id="1"] a`)))
 	b.waitFor(t, "the timeline shows", `document.querySelectorAll("#checkpoint-timeline g.tl-row").length === 4`)
 	if n := evaluate[int](t, b, `document.querySelectorAll("#checkpoint-timeline .ph-async").length`); n != 4 {

@@ -226,7 +226,7 @@ const stale = (gen) => gen !== app.generation;
 
 // --- routing -----------------------------------------------------------------------------
 
-function route() {
+function route(ev) {
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter((p) => p !== "").map(decodeURIComponent);
   app.generation++;
   clearTimeout(app.timer);
@@ -240,6 +240,8 @@ function route() {
   app.page = page;
   $("main").replaceChildren(page.root);
   document.title = `${page.title} · weir`;
+  if (ev) $("main").focus({ preventScroll: true }); // screen readers start at the new page
+  if (ev) window.scrollTo(0, 0);
   tick(app.generation);
 }
 
