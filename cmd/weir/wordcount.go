@@ -35,7 +35,6 @@ type wordCountFlags struct {
 	restore     string
 	backend     string
 	rest        restFlags
-	incremental bool
 }
 
 func newWordCountCommand() *cobra.Command {
@@ -60,7 +59,6 @@ output directory. Without --input it counts a bundled demo text.`,
 	c.Flags().StringVar(&f.backend, "state-backend", "heap", `where keyed state lives: "heap" or "pebble"`)
 	f.rest.register(c)
 	c.Flags().StringVar(&f.restore, "restore", "", `resume from "latest" (the newest complete checkpoint in --checkpoint-dir) or from a checkpoint or savepoint path`)
-	c.Flags().BoolVar(&f.incremental, "incremental", false, "incremental checkpoints: upload only the state files that earlier checkpoints did not (needs --state-backend pebble)")
 	return c
 }
 
@@ -114,9 +112,6 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 	}
 	opts := weir.Options{Parallelism: f.parallelism, JobID: "wordcount", Restore: f.restore, StateBackend: f.backend}
 	opts.Checkpointing.Interval = f.interval
-	if f.incremental && f.backend != "pebble" {
-		return fmt.Errorf("--incremental needs --state-backend pebble: the %s backend takes full snapshots only", f.backend)
-	}
 	if f.ckptDir != "" {
 		opts.Checkpointing.Storage = f.ckptDir
 	}
@@ -130,7 +125,6 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 		counts.SinkTo("out", file.ExactlyOnce(f.output, file.ExactlyOnceOptions{})).UID("out")
 	} else {
 		counts.SinkTo("out", file.PartFiles(f.output, file.Options{})).UID("out")
-	opts.Checkpointing.Incremental = f.incremental
 	}
 	rs, err := listenREST(f.rest, os.Stderr)
 	if err != nil {
