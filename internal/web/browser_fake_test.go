@@ -46,6 +46,23 @@ func TestBrowserFakeJob(t *testing.T) {
 	b.waitFor(t, "the graph shows", `document.querySelectorAll("#job-graph g.vertex").length === 2 && document.querySelectorAll("#job-graph g.edge").length === 1`)
 	b.waitFor(t, "the source is backpressured (low)", `document.querySelector('#job-graph g.vertex[data-vertex-id="1"]').classList.contains("bp-low")`)
 
+	// Refreshes asked for in a burst run one at a time (the poll loop
+	// does not multiply).
+	evaluate[bool](t, b, `(() => {
+		const page = app.page, refresh = page.refresh;
+		Object.assign(window, { inFlight: 0, maxInFlight: 0, refreshed: 0 });
+		page.refresh = async (gen, ...rest) => {
+			maxInFlight = Math.max(maxInFlight, ++inFlight);
+			try { return await refresh.call(page, gen, ...rest); } finally { inFlight--; refreshed++; }
+		};
+		for (let i = 0; i < 10; i++) refreshNow();
+		return true;
+	})()`)
+	b.waitFor(t, "three refreshes ran", `refreshed >= 3`)
+	if n := evaluate[int](t, b, `maxInFlight`); n != 1 {
+		t.Errorf("%d refreshes ran at once", n)
+	}
+
 	// A savepoint into the directory typed in.
 	b.do(t, "take a savepoint", chromedp.SendKeys(chromedp.ID("savepoint-dir"), "file:///tmp/mine"), chromedp.Click(chromedp.ID("trigger-savepoint")))
 	b.waitFor(t, "the savepoint completes", `document.getElementById("op-status").dataset.state === "completed"`)

@@ -15,6 +15,8 @@ const app = {
   page: null,       // the current page: {refresh()}
   generation: 0,    // bumped at every route change; stale answers are dropped
   timer: null,
+  refreshing: false, // a refresh is in flight
+  again: false,      // a tick was asked for during it
   rates: new Map(), // job id -> {now, vertices: Map(id -> metrics)} of the previous poll
   seen: new Map(),  // job id -> Map(checkpoint id -> statistics) seen while the page was open
   ops: new Map(),   // job id -> the operation in progress or last finished
@@ -193,18 +195,24 @@ function setLive(ok, text) {
 
 function reportError(e) {
   if (e instanceof APIError && e.status === 401) {
+    if ($("banner").hidden) $("token").focus(); // once, not at every refresh
     showBanner("The REST API needs a bearer token: enter it in the API token field at the top right.");
-    $("token").focus();
   } else {
     showBanner(e.message || String(e));
   }
   setLive(false, "not updating");
 }
 
+// tick refreshes the current page and schedules the next refresh. One
+// refresh runs at a time: a tick asked for meanwhile (an action's
+// refreshNow, a route change) runs as soon as it ends, so that the poll
+// loops never multiply.
 async function tick(gen) {
   if (gen !== app.generation) return;
+  if (app.refreshing) { app.again = true; return; }
   clearTimeout(app.timer);
   if (document.hidden) return; // resumed by visibilitychange
+  app.refreshing = true;
   try {
     await app.page.refresh(gen);
     if (gen === app.generation) {
@@ -214,7 +222,13 @@ async function tick(gen) {
   } catch (e) {
     if (gen === app.generation) reportError(e);
   } finally {
-    if (gen === app.generation) app.timer = setTimeout(() => tick(gen), app.refreshMs);
+    app.refreshing = false;
+    if (app.again) {
+      app.again = false;
+      tick(app.generation);
+    } else if (gen === app.generation) {
+      app.timer = setTimeout(() => tick(gen), app.refreshMs);
+    }
   }
 }
 
