@@ -61,6 +61,13 @@
 // them back, strictly, reporting the line and column of a malformed or
 // truncated line.
 //
+// # Queries
+//
+// The queries q0–q22 (but q6, which Flink does not run either) are in the
+// subpackage nexmark/queries, as DataStream programs; weir nexmark run runs
+// one and reports its throughput per CPU core, weir nexmark report runs many
+// and prints a table beside Flink's published figures.
+//
 // # Usage
 //
 //	cfg := nexmark.Config{Events: 10_000_000, Rate: 1_000_000}
