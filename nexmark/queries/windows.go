@@ -239,7 +239,7 @@ func (f *q7Max) OnTimer(_ *weir.OnTimerContext[int64], _ int64, out weir.Collect
 // joined with the distinct sellers of the same window.
 var q8 = Query{
 	Name: "q8", Title: "Monitor new users",
-	Columns: []string{"id", "name", "starttime"},
+	Columns: []string{"id", "name", "stime"},
 	build: func(events *weir.Stream[nexmark.Event], out Output) {
 		ps := events.FlatMap("q8-persons", func(ev nexmark.Event, c weir.Collector[q8Person]) {
 			if ev.Type == nexmark.PersonEvent && ev.Person != nil {
