@@ -6,6 +6,7 @@ import (
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/statebackend"
 	"github.com/weirstream/weir/internal/statebackend/heap"
+	"github.com/weirstream/weir/internal/statebackend/pebble"
 	"github.com/weirstream/weir/state"
 )
 
@@ -61,6 +62,8 @@ func newNSValue[K comparable, N comparable, V any](b statebackend.KeyedBackend[K
 	switch b := b.(type) {
 	case *heap.Backend[K]:
 		return heap.NewNamespacedValueState(b, name, nc, vc)
+	case *pebble.Backend[K]:
+		return pebble.NewNamespacedValueState(b, name, nc, vc)
 	}
 	return nil, unsupported("namespaced value", name, b.Kind())
 }
@@ -69,6 +72,8 @@ func newNSList[K comparable, N comparable, T any](b statebackend.KeyedBackend[K]
 	switch b := b.(type) {
 	case *heap.Backend[K]:
 		return heap.NewNamespacedListState(b, name, nc, c)
+	case *pebble.Backend[K]:
+		return pebble.NewNamespacedListState(b, name, nc, c)
 	}
 	return nil, unsupported("namespaced list", name, b.Kind())
 }
@@ -77,6 +82,8 @@ func newNSReducing[K comparable, N comparable, T any](b statebackend.KeyedBacken
 	switch b := b.(type) {
 	case *heap.Backend[K]:
 		return heap.NewNamespacedReducingState(b, name, reduce, nc, c)
+	case *pebble.Backend[K]:
+		return pebble.NewNamespacedReducingState(b, name, reduce, nc, c)
 	}
 	return nil, unsupported("namespaced reducing", name, b.Kind())
 }
@@ -85,6 +92,8 @@ func newNSAggregating[K comparable, N comparable, IN, ACC, OUT any](b statebacke
 	switch b := b.(type) {
 	case *heap.Backend[K]:
 		return heap.NewNamespacedAggregatingState(b, name, f, nc, c)
+	case *pebble.Backend[K]:
+		return pebble.NewNamespacedAggregatingState(b, name, f, nc, c)
 	}
 	return nil, unsupported("namespaced aggregating", name, b.Kind())
 }
