@@ -8,6 +8,7 @@ import (
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/internal/statebackend"
+	"github.com/weirstream/weir/internal/statebackend/heap"
 	"github.com/weirstream/weir/state"
 )
 
@@ -149,4 +150,121 @@ func BenchmarkSnapshotIncremental(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// benchKeys returns keys keys and their key groups.
+func benchKeys(keys int) ([]string, []int) {
+	names, groups := make([]string, keys), make([]int, keys)
+	for i := range names {
+		names[i] = fmt.Sprint("key-", i)
+		groups[i] = groupOf(codec.String(), names[i])
+	}
+	return names, groups
+}
+
+// benchEmpty returns an empty backend of kind over [0, 128), pebble with
+// its default options.
+func benchEmpty(b *testing.B, kind string) statebackend.KeyedBackend[string] {
+	r := keygroup.Range{Start: 0, End: maxPar}
+	if kind == "pebble" {
+		return newPebble(b, r, codec.String(), Options{CacheSize: DefaultCacheSize, MemTableSize: DefaultMemTableSize})
+	}
+	return newBackend(b, kind, r, codec.String())
+}
+
+// BenchmarkListAdd appends to the lists of 10,000 keys (on pebble a merge
+// operand, without reading the list).
+func BenchmarkListAdd(b *testing.B) {
+	for _, kind := range kinds {
+		b.Run(kind, func(b *testing.B) {
+			be := benchEmpty(b, kind)
+			var l state.List[int]
+			var err error
+			switch be := be.(type) {
+			case *heap.Backend[string]:
+				l, err = heap.NewListState(be, "list", codec.Int())
+			case *Backend[string]:
+				l, err = NewListState(be, "list", codec.Int())
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			names, groups := benchKeys(10_000)
+			i := 0
+			for b.Loop() {
+				j := (i * 7919) % len(names)
+				be.SetCurrentKey(names[j], groups[j])
+				l.Add(i)
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkMapPut puts 100 user keys into the maps of 10,000 keys (on
+// pebble one database entry per user key).
+func BenchmarkMapPut(b *testing.B) {
+	for _, kind := range kinds {
+		b.Run(kind, func(b *testing.B) {
+			m := benchMap(b, kind)
+			be, names, groups := m.be, m.names, m.groups
+			i := 0
+			for b.Loop() {
+				j := (i * 7919) % len(names)
+				be.SetCurrentKey(names[j], groups[j])
+				m.s.Put(i%100, i)
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkMapGet reads user keys of maps of 100 entries of 10,000 keys
+// (a point read on pebble).
+func BenchmarkMapGet(b *testing.B) {
+	for _, kind := range kinds {
+		b.Run(kind, func(b *testing.B) {
+			m := benchMap(b, kind)
+			be, names, groups := m.be, m.names, m.groups
+			for j := range names {
+				be.SetCurrentKey(names[j], groups[j])
+				for u := range 100 {
+					m.s.Put(u, u)
+				}
+			}
+			i := 0
+			for b.Loop() {
+				j := (i * 7919) % len(names)
+				be.SetCurrentKey(names[j], groups[j])
+				if _, ok := m.s.Get(i % 100); !ok {
+					b.Fatal("missing")
+				}
+				i++
+			}
+		})
+	}
+}
+
+type benchMapState struct {
+	be     statebackend.KeyedBackend[string]
+	s      state.Map[int, int]
+	names  []string
+	groups []int
+}
+
+func benchMap(b *testing.B, kind string) benchMapState {
+	be := benchEmpty(b, kind)
+	var s state.Map[int, int]
+	var err error
+	switch be := be.(type) {
+	case *heap.Backend[string]:
+		s, err = heap.NewMapState(be, "map", codec.Int(), codec.Int())
+	case *Backend[string]:
+		s, err = NewMapState(be, "map", codec.Int(), codec.Int())
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	names, groups := benchKeys(10_000)
+	return benchMapState{be, s, names, groups}
 }
