@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -35,6 +36,7 @@ type wordCountFlags struct {
 	restore     string
 	backend     string
 	rest        restFlags
+	repeatRate  float64
 }
 
 func newWordCountCommand() *cobra.Command {
@@ -58,6 +60,7 @@ output directory. Without --input it counts a bundled demo text.`,
 	c.Flags().StringVar(&f.ckptDir, "checkpoint-dir", "", "checkpoint storage: a directory, file:///path, s3://bucket/prefix[?endpoint=host:port&secure=false&pathstyle=true] (credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) or memory://name (default: in memory)")
 	c.Flags().StringVar(&f.backend, "state-backend", "heap", `where keyed state lives: "heap" or "pebble"`)
 	f.rest.register(c)
+	c.Flags().Float64Var(&f.repeatRate, "repeat-rate", 0, "read the bundled demo text again and again, this many lines per second: a job that runs until cancelled, to try the REST API and the dashboard (0: read it once)")
 	c.Flags().StringVar(&f.restore, "restore", "", `resume from "latest" (the newest complete checkpoint in --checkpoint-dir) or from a checkpoint or savepoint path`)
 	return c
 }
@@ -68,9 +71,19 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 	}
 	var src connector.Source[string]
 	input := f.input
+	if f.repeatRate < 0 || math.IsNaN(f.repeatRate) || math.IsInf(f.repeatRate, 0) {
+		return fmt.Errorf("--repeat-rate is %v: use 0 (read the demo text once) or a number of lines per second", f.repeatRate)
+	}
 	if input == "" {
-		src = datagen.FromSlice(strings.Split(strings.TrimSuffix(demoText, "\n"), "\n"))
+		lines := strings.Split(strings.TrimSuffix(demoText, "\n"), "\n")
+		src = datagen.FromSlice(lines)
 		input = "the bundled demo text"
+		if f.repeatRate > 0 {
+			src = datagen.Generator(-1, func(i int64) string { return lines[i%int64(len(lines))] }).
+				WithOptions(datagen.Options{RecordsPerSecond: f.repeatRate})
+		}
+	} else if f.repeatRate > 0 {
+		return fmt.Errorf("--repeat-rate repeats the bundled demo text: leave out --input")
 	} else {
 		if _, err := os.Stat(f.input); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
