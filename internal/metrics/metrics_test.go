@@ -1,0 +1,104 @@
+package metrics
+
+import (
+	"testing"
+	"time"
+)
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+func at(d time.Duration) time.Time { return t0.Add(d) }
+
+func TestRate(t *testing.T) {
+	type obs struct {
+		at    time.Duration
+		total time.Duration
+		want  float64
+	}
+	tests := []struct {
+		name string
+		obs  []obs
+	}{
+		{"since the start while younger than the window", []obs{{time.Second, 500 * time.Millisecond, 0.5}}},
+		{"at the start", []obs{{0, 0, 0}}},
+		{"over the last window once older", []obs{
+			{2 * time.Second, 2 * time.Second, 1},               // all backpressured so far
+			{4 * time.Second, 2 * time.Second, 0},               // none in the last 2s
+			{5 * time.Second, 2500 * time.Millisecond, 1.0 / 6}, // 0.5s in 3s since the 2s sample
+		}},
+		{"reads far apart measure since the last read", []obs{
+			{10 * time.Second, 0, 0},
+			{70 * time.Second, 30 * time.Second, 0.5},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r Rate
+			for _, o := range tt.obs {
+				if got := r.Observe(t0, at(o.at), int64(o.total)); got < o.want-1e-9 || got > o.want+1e-9 {
+					t.Fatalf("at %v with total %v: %v, want %v", o.at, o.total, got, o.want)
+				}
+			}
+		})
+	}
+}
+
+func TestTaskSnapshot(t *testing.T) {
+	m := NewTask("3-1", "3", "count -> sink", 1, 2, []string{"count", "sink"})
+	if s := m.Snapshot(at(time.Second)); s.Status != Created || !s.Start.IsZero() || s.Busy != 0 || s.InputWatermark != MinWatermark {
+		t.Fatalf("a task not started: %+v", s)
+	}
+	m.Start(t0)
+	m.SetStatus(Running, t0)
+	m.BackPressuredNanos.Add(int64(time.Second))
+	m.IdleNanos.Add(int64(500 * time.Millisecond))
+	m.RecordsIn.Add(7)
+	s := m.Snapshot(at(2 * time.Second))
+	if s.RecordsIn != 7 || s.Busy != 500*time.Millisecond || s.BackPressuredRatio != 0.5 || s.IdleRatio != 0.25 || s.BusyRatio != 0.25 {
+		t.Errorf("running: %+v", s)
+	}
+	m.SetStatus(Canceled, at(3*time.Second))
+	s = m.Snapshot(at(10 * time.Second))
+	if s.Status != Canceled || !s.End.Equal(at(3*time.Second)) || s.Busy != 1500*time.Millisecond || s.BackPressuredRatio != 0 {
+		t.Errorf("ended: %+v; busy counts until the end, ratios are 0", s)
+	}
+}
+
+func TestVertexAggregation(t *testing.T) {
+	tests := []struct {
+		name     string
+		statuses []Status
+		want     Status
+		ended    bool
+	}{
+		{"all running", []Status{Running, Running}, Running, false},
+		{"one initializing", []Status{Running, Initializing}, Initializing, false},
+		{"one finished, one running", []Status{Finished, Running}, Running, false},
+		{"all finished", []Status{Finished, Finished}, Finished, true},
+		{"a failure wins", []Status{Canceled, Failed}, Failed, true},
+		{"cancelled over finished", []Status{Finished, Canceled}, Canceled, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j := NewJob("j", "job")
+			var tasks []*Task
+			for i, st := range tt.statuses {
+				m := NewTask("1-"+string(rune('0'+i)), "1", "v", i, len(tt.statuses), []string{"v"})
+				m.Start(at(time.Duration(i) * time.Second))
+				m.SetStatus(st, at(5*time.Second))
+				m.RecordsOut.Add(10)
+				m.InputWatermark.Store(int64(100 + i))
+				tasks = append(tasks, m)
+			}
+			j.SetTasks(1, tasks)
+			vs := j.Vertices(at(10 * time.Second))
+			if len(vs) != 1 {
+				t.Fatalf("%d vertices", len(vs))
+			}
+			v := vs[0]
+			if v.Status != tt.want || v.End.IsZero() == tt.ended || !v.Start.Equal(t0) || v.RecordsOut != int64(10*len(tt.statuses)) || v.MinInputWatermark != 100 {
+				t.Errorf("vertex %+v: want status %s, ended %v, start t0, records summed, min watermark", v, tt.want, tt.ended)
+			}
+		})
+	}
+}
