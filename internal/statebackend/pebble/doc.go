@@ -27,15 +27,48 @@
 // checkpoint carries it.
 //
 // What follows the state id is the entry key of the canonical format: the
-// key codec's bytes, then the namespace codec's bytes for a namespaced state
-// (none yet: windows will add them), and the value is the canonical entry
-// value (the value codec's bytes; a TTL prefix and the list and map
-// encodings for the other kinds of the format). Key codecs delimit their
-// own bytes (Codec.Decode reports how many it used), so a key's entries are
-// exactly the keys with prefix group|id|key, and the database's order of the
-// entries of one state in one key group is the canonical format's order:
-// snapshots stream entries without sorting and restores write them without
-// re-encoding.
+// key codec's bytes, then the namespace codec's bytes for a namespaced
+// state. Key codecs delimit their own bytes (Codec.Decode reports how many
+// it used), so a key's entries are exactly the keys with prefix
+// group|id|key, and the database's order of the entries of one state in
+// one key group is the canonical format's order: snapshots stream entries
+// without sorting.
+//
+// # State kinds and layouts
+//
+// Every kind of keyed state of the heap backend exists here with the same
+// constructors and method sets: NewValueState, NewListState, NewMapState,
+// NewReducingState, NewAggregatingState, and a Namespaced variant of each
+// (SetCurrentNamespace, CurrentNamespace, Namespaces, ClearAllNamespaces,
+// Entries; MergeNamespaces for lists, reducing and aggregating states).
+// They share one core (store.go) and keep their entries in one of two
+// layouts (layout.go):
+//
+//   - single (value, reducing, aggregating): one database entry per key and
+//     namespace whose value is the canonical entry value, so Update is a
+//     blind write and Value a point read;
+//   - grouped (map, list): a header entry per key and namespace (holding
+//     the TTL timestamp) and sub-entries: one per user key for a map, so
+//     that Get, Put and Contains are point operations; one for a list,
+//     holding chunks that Add appends with a merge operand (pebble's
+//     default concatenating merger), so that Add never reads the list.
+//
+// Snapshots turn grouped entries back into canonical ones (a map's entries
+// counted and concatenated, a list's chunks joined), so the files are the
+// heap backend's, byte for byte.
+//
+// # TTL
+//
+// WithTTL gives a state of any kind a processing-time TTL (Options.Clock),
+// with the heap backend's semantics: the timestamp of the last write (or
+// access, with state.OnReadAndWrite) is the 8-byte prefix of the entry
+// value (of the header, for maps and lists: a map's TTL covers the whole
+// map, as on the heap). An expired entry is never returned; it is deleted
+// when accessed, and snapshots leave out the entries expired when they were
+// taken. pebble/v2 has no compaction filter, so expired entries that are
+// never accessed stay in the database until a snapshot's restore (a
+// canonical restore writes only live entries); native (incremental)
+// checkpoints carry them.
 //
 // # Full snapshots (canonical)
 //
@@ -89,12 +122,15 @@
 // Registering a restored state checks that it was written as the same kind
 // of state (as the heap backend does, with the same messages) and decodes
 // the first entry of each key group, so that a wrong codec fails at
-// registration; other entries are decoded when read.
+// registration; other entries are decoded when read. A restored map or list
+// is converted to the grouped layout at registration: every entry is
+// decoded first (a codec that does not match leaves the bytes as they
+// were), then rewritten.
 //
 // # Errors
 //
-// Value, Update and Clear have no error result (they implement
-// state.Value); a failure (a disk error, bytes the codec cannot decode, use
+// The states' methods have no error result (they implement the state
+// package's interfaces); a failure (a disk error, bytes the codec cannot decode, use
 // after Close) goes to Options.OnError, which the runtime sets to fail the
 // task.
 //

@@ -13,6 +13,7 @@ import (
 //
 //	entry key = keyGroup:2 (big-endian) | stateID:uvarint | key | namespace
 //	meta key  = 0xff 's' | state name  →  stateID:uvarint kind:uvarint flags:uvarint
+//	            0xff 'g' | state name  →  (empty: the state is in the grouped layout, layout.go)
 //
 // key | namespace is the entry key of the canonical format: the key codec's
 // bytes followed by the namespace codec's (nothing for a state without

@@ -38,10 +38,10 @@ type Options struct {
 	// in-memory (vfs.NewMem) and fault-injecting (errorfs) tests.
 	// Default: vfs.Default, the operating system's.
 	FS vfs.FS
-	// OnError is called when a state access (Value, Update or Clear) fails:
+	// OnError is called when a state access (any method of a state) fails:
 	// a disk error, a closed backend, or stored bytes the state's codec
 	// cannot decode. Those methods have no error result (they implement
-	// state.Value), so the runtime passes a function that fails the task
+	// the state package's interfaces), so the runtime passes a function that fails the task
 	// and does not return (runtime.Fail). If OnError returns, the access
 	// has no effect and Value reports no value. Default: panic with the
 	// error.
