@@ -30,7 +30,10 @@ type stateRef struct {
 	id   uint64
 	info format.StateInfo
 	// Of a registered state (see stateMeta); zero for a restored state not
-	// registered, whose canonical entries are copied as they are.
+	// registered, whose canonical entries are copied as they are. grouped
+	// is also set for a state restored from a native checkpoint in the
+	// grouped layout, whose entries are grouped back (without dropping
+	// expired ones: its TTL is known once it is registered).
 	typed   bool
 	ttl     int64
 	grouped bool
@@ -226,7 +229,7 @@ func (s *snapshot[K]) write(w io.Writer) (h checkpoint.KeyedStateHandle, err err
 				}
 				lastID = id
 				gr = nil
-				if st := s.states[i]; st.typed && st.grouped {
+				if st := s.states[i]; st.grouped { // registered, or restored natively (incremental)
 					if groupers[i] == nil {
 						groupers[i] = &grouper{kind: st.info.Kind, ttl: st.ttl, now: s.now}
 					}
