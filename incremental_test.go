@@ -26,7 +26,7 @@ import (
 // with its checkpoints retained (stop false: a run to the end).
 type incRun struct {
 	par      int
-	srcPar   int // 0: par
+	srcPar   int    // 0: par
 	root     string // checkpoint storage directory
 	stateDir string
 	src      connector.Source[int64]
