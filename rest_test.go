@@ -489,3 +489,126 @@ func TestPrometheusWatermarks(t *testing.T) {
 		return ok && lok && wm >= float64(start) && lag > -60000 && lag < 60000
 	})
 }
+
+// pollOperation polls an asynchronous operation's status until it
+// completed.
+func pollOperation(t *testing.T, url string) rest.AsynchronousOperationResult {
+	t.Helper()
+	var op rest.AsynchronousOperationResult
+	eventually(t, "operation "+url, func() bool {
+		op = getJSON[rest.AsynchronousOperationResult](t, url)
+		return op.Status.ID == rest.StatusCompleted
+	})
+	return op
+}
+
+// TestRESTSavepointAndStopOnARealJob: the remaining endpoints of a real
+// job: /config, /jobs/overview, the /v1 prefix, savepoints, stop with a
+// savepoint.
+func TestRESTSavepointAndStopOnARealJob(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	job, base := restJob(t, "sp", func(o *weir.Options) { o.Checkpointing.SavepointDir = dir + "/default" }, nil)
+	j := base + "/jobs/sp"
+
+	cfg := getJSON[rest.DashboardConfiguration](t, base+"/config")
+	if cfg.RefreshInterval <= 0 || !cfg.Features.WebCancel {
+		t.Errorf("config %+v", cfg)
+	}
+	ov := getJSON[rest.MultipleJobsDetails](t, base+"/jobs/overview")
+	if len(ov.Jobs) != 1 || ov.Jobs[0].JID != "sp" || ov.Jobs[0].State != rest.JobRunning || ov.Jobs[0].Tasks.Total != 4 {
+		t.Errorf("jobs overview %+v", ov)
+	}
+	if v1 := getJSON[rest.JobDetailsInfo](t, base+"/v1/jobs/sp"); v1.JID != "sp" {
+		t.Errorf("/v1/jobs/sp: %+v", v1)
+	}
+
+	// A savepoint into a directory of the request, then into the default.
+	for _, c := range []struct{ body, want string }{
+		{fmt.Sprintf(`{"target-directory": %q}`, dir+"/asked"), dir + "/asked"},
+		{"", dir + "/default"},
+	} {
+		code, b := call(t, "POST", j+"/savepoints", c.body)
+		if code != http.StatusAccepted {
+			t.Fatalf("POST savepoints %s: %d %s", c.body, code, b)
+		}
+		var trig rest.TriggerResponse
+		json.Unmarshal(b, &trig)
+		op := pollOperation(t, j+"/savepoints/"+trig.RequestID)
+		if op.Operation == nil || op.Operation.Location == nil || !strings.Contains(*op.Operation.Location, c.want) {
+			t.Fatalf("savepoint %s: %+v, want a location under %s", c.body, op.Operation, c.want)
+		}
+	}
+	stats := getJSON[rest.CheckpointingStatistics](t, j+"/checkpoints")
+	if stats.Latest.Savepoint == nil || !stats.Latest.Savepoint.IsSavepoint || stats.Counts.Completed != 2 {
+		t.Errorf("after two savepoints: counts %+v latest savepoint %+v", stats.Counts, stats.Latest.Savepoint)
+	}
+
+	// Stop with a savepoint: the job ends FINISHED.
+	code, b := call(t, "POST", j+"/stop", fmt.Sprintf(`{"targetDirectory": %q}`, dir+"/stop"))
+	if code != http.StatusAccepted {
+		t.Fatalf("POST stop: %d %s", code, b)
+	}
+	var trig rest.TriggerResponse
+	json.Unmarshal(b, &trig)
+	op := pollOperation(t, j+"/savepoints/"+trig.RequestID)
+	if op.Operation == nil || op.Operation.Location == nil || !strings.Contains(*op.Operation.Location, dir+"/stop") {
+		t.Fatalf("stop: %+v", op.Operation)
+	}
+	if err := job.Wait(); err != nil {
+		t.Fatalf("job after stop: %v", err)
+	}
+	d := getJSON[rest.JobDetailsInfo](t, j)
+	if d.State != rest.JobFinished || d.Vertices[0].Status != rest.TaskFinished {
+		t.Errorf("after stop: job %s, first vertex %s; want FINISHED", d.State, d.Vertices[0].Status)
+	}
+	// Operations on an ended job are refused, not crashed on.
+	for _, path := range []string{"/checkpoints", "/savepoints", "/stop"} {
+		code, b := call(t, "POST", j+path, "")
+		if code < 400 || code >= 500 {
+			t.Errorf("POST %s on a finished job: %d %s, want 4xx", path, code, b)
+		}
+	}
+}
+
+// TestRESTToken: with a token, every path (the API and /metrics) needs it.
+func TestRESTToken(t *testing.T) {
+	t.Parallel()
+	job, _ := restJob(t, "tok", nil, nil)
+	srv, err := weir.NewRESTServer(weir.RESTOptions{Address: "127.0.0.1:0", Token: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.AddJob(job)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(context.Background()) }()
+	defer func() { srv.Close(); <-served }()
+	<-srv.Ready()
+	base := "http://" + srv.Addr().String()
+	for _, path := range []string{"/jobs", "/jobs/tok", "/metrics", "/overview"} {
+		for _, auth := range []string{"", "Bearer wrong", "Basic s3cret"} {
+			req, _ := http.NewRequest("GET", base+path, nil)
+			if auth != "" {
+				req.Header.Set("Authorization", auth)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("GET %s with %q: %d, want 401", path, auth, resp.StatusCode)
+			}
+		}
+		req, _ := http.NewRequest("GET", base+path, nil)
+		req.Header.Set("Authorization", "Bearer s3cret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s with the token: %d", path, resp.StatusCode)
+		}
+	}
+}
