@@ -34,6 +34,11 @@ const testEvents = 4000
 // pace (a fifth of a second), so that checkpoints complete before it.
 var testConfig = nexmark.Config{Events: testEvents, Seed: 3, Rate: 20_000}
 
+// Runs with a failure emit their events at the pace of event time, 0.4 s
+// here, and fail once a checkpoint completed after a quarter of them: a
+// loaded machine (or pebble) may take a while to complete one.
+var faultConfig = nexmark.Config{Events: testEvents, Seed: 3, Rate: 10_000}
+
 // The windowed queries need event time to span several windows: 40 s here,
 // and 2 s for the runs with a failure, which take that long.
 var (
@@ -696,16 +701,16 @@ func TestQueriesAgainstReference(t *testing.T) {
 			spec runSpec
 			cfg  nexmark.Config
 		}
-		cfg, faultCfg := testConfig, testConfig
+		cfg, faultCfg := testConfig, faultConfig
 		if windowed[q.Name] {
 			cfg, faultCfg = windowConfig, windowFaultConfig
 		}
 		runs := []run{{runSpec{parallelism: 1}, cfg}, {runSpec{parallelism: 2}, cfg}}
 		if stateful[q.Name] {
-			runs = append(runs, run{runSpec{parallelism: 2, failAt: faultCfg.Events / 2}, faultCfg})
+			runs = append(runs, run{runSpec{parallelism: 2, failAt: faultCfg.Events / 4}, faultCfg})
 			// Timers do not run on pebble yet.
 			if !testing.Short() && !windowed[q.Name] {
-				runs = append(runs, run{runSpec{parallelism: 2, failAt: faultCfg.Events / 2, backend: "pebble"}, faultCfg})
+				runs = append(runs, run{runSpec{parallelism: 2, failAt: faultCfg.Events / 4, backend: "pebble"}, faultCfg})
 			}
 		}
 		for _, r := range runs {
