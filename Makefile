@@ -9,7 +9,7 @@ GOFMT = $(shell $(GO) env GOROOT)/bin/gofmt
 # Packages whose goroutines talk to each other: tested with the race detector.
 RACE_PKGS := ./internal/runtime/... ./connectors/... .
 
-.PHONY: all build demo test test-short vet fmt bench clean
+.PHONY: all build demo test test-short vet fmt bench nexmark clean
 
 all: build test
 
@@ -35,6 +35,15 @@ test-short:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./bench/
+
+# Every Nexmark query (not q6) on 10M events, exactly-once checkpoints every
+# 10 s, on heap and on pebble: a markdown table beside Flink's per-core
+# figures (long: about an hour on two cores; NEXMARK_FLAGS=--queries=q0,q5
+# narrows it).
+NEXMARK_EVENTS ?= 10000000
+nexmark: build
+	mkdir -p out
+	./bin/weir nexmark report --events $(NEXMARK_EVENTS) --checkpoint-interval 10s --state-backends heap,pebble $(NEXMARK_FLAGS) | tee out/nexmark.md
 
 clean:
 	rm -rf bin out
