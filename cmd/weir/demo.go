@@ -25,6 +25,7 @@ type demoFlags struct {
 	interval time.Duration
 	dir      string
 	par      int
+	rest     restFlags
 }
 
 func newDemoCommand() *cobra.Command {
@@ -47,6 +48,7 @@ committed output against the expected one: nothing lost, nothing duplicated.`,
 	c.Flags().DurationVar(&f.interval, "checkpoint-interval", time.Second, "checkpoint interval")
 	c.Flags().StringVar(&f.dir, "dir", "out/demo", "directory for checkpoints and output")
 	c.Flags().IntVar(&f.par, "parallelism", 2, "number of subtasks per operator")
+	f.rest.register(c)
 	return c
 }
 
@@ -148,11 +150,17 @@ func runDemo(ctx context.Context, f demoFlags, stdout io.Writer) error {
 
 	fmt.Fprintf(stdout, "weir demo: %d sensor readings at %.0f/s, checkpoint every %v into %s; a failure is injected at reading %d\n",
 		f.events, f.rate, f.interval, ckptDir, f.failAt)
-	start := time.Now()
-	job, err := env.ExecuteAsync(ctx, "demo")
+	rs, err := listenREST(f.rest, os.Stderr)
 	if err != nil {
 		return err
 	}
+	start := time.Now()
+	job, err := env.ExecuteAsync(ctx, "demo")
+	if err != nil {
+		rs.close()
+		return err
+	}
+	defer rs.serve(job)()
 	if err := job.Wait(); err != nil {
 		return fmt.Errorf("demo job failed: %w", err)
 	}
