@@ -259,9 +259,8 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 	if err != nil {
 		return nil, err
 	}
-	if err := checkInitialRestore(ctx, e, opts, jmOpts); err != nil {
-		return nil, err
-	}
+	veto := &restoreVeto{Strategy: jmOpts.Restart}
+	jmOpts.Restart = veto
 	info := newJobInfo(opts, jobName, jg)
 	jmOpts.OnFailure = info.failed
 	if opts.Checkpointing.store == nil {
@@ -287,6 +286,7 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 		bc := &buildCtx{ctx: ctx, opts: opts, jg: jg, stop: make(chan struct{}), logger: logger,
 			restore: restore, responder: resp, attempt: attempt}
 		if err := bc.checkRestoreCoverage(e); err != nil {
+			veto.veto() // no restart can cure it (opstate_restore.go)
 			return nil, err
 		}
 		tasks, err := bc.deploy(e)

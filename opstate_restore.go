@@ -1,42 +1,30 @@
 package weir
 
 import (
-	"context"
-	"fmt"
+	"sync/atomic"
+	"time"
 
-	"github.com/weirstream/weir/internal/jobmaster"
-	"github.com/weirstream/weir/internal/storage"
+	"github.com/weirstream/weir/internal/restart"
 )
 
-// checkInitialRestore reads the checkpoint or savepoint the job is told to
-// start from (Options.Restore) and checks that the job can take its state
-// (checkRestoreCoverage: operator uids, MaxParallelism) before the job
-// master starts. The job master checks again at every deployment, but an
-// error there counts as a failure of the attempt and is retried by the
-// restart strategy, forever for an incompatibility that no retry can cure.
-// A restore point that cannot be read is left to the job master, which
-// reports it (or starts without state for "latest" with no checkpoint).
-func checkInitialRestore(ctx context.Context, e *Environment, opts Options, jmOpts jobmaster.Options) error {
-	var r *jobmaster.Restored
-	switch opts.Restore {
-	case "":
-		return nil
-	case "latest":
-		dir, md, _, err := storage.CheckpointStorage{Store: jmOpts.Storage, JobID: jmOpts.JobID}.Latest(ctx)
-		if err != nil {
-			return nil
-		}
-		r = &jobmaster.Restored{Metadata: md, Store: jmOpts.Storage, Dir: dir}
-	default:
-		store, dir, md, err := storage.ResolveRestore(ctx, opts.Restore)
-		if err != nil {
-			return nil
-		}
-		r = &jobmaster.Restored{Metadata: md, Store: store, Dir: dir}
+// restoreVeto is the job's restart strategy, except after a deployment found
+// that the job cannot take the state it restores (checkRestoreCoverage:
+// another MaxParallelism, state of an operator the job lacks): the job then
+// fails at once with that error. Every retry would deploy from the same
+// checkpoint and fail alike, forever with the default strategy. (The job
+// master only sees a failed attempt; cancelling the job instead would
+// discard its retained checkpoints.)
+type restoreVeto struct {
+	restart.Strategy
+	vetoed atomic.Bool
+}
+
+func (v *restoreVeto) veto() { v.vetoed.Store(true) }
+
+// OnFailure implements restart.Strategy.
+func (v *restoreVeto) OnFailure(now time.Time) (bool, time.Duration) {
+	if v.vetoed.Load() {
+		return false, 0
 	}
-	bc := &buildCtx{ctx: ctx, opts: opts, restore: r}
-	if err := bc.checkRestoreCoverage(e); err != nil {
-		return fmt.Errorf("weir: Options.Restore: %w", err)
-	}
-	return nil
+	return v.Strategy.OnFailure(now)
 }

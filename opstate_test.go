@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -374,7 +375,7 @@ func TestOperatorAndBroadcastStateRescale(t *testing.T) {
 // TestIncompatibleRestoreFailsAtStart: a restore whose key groups cannot be
 // split as the job's (another MaxParallelism), or whose state belongs to an
 // operator the job lacks, fails at once with an error that says so, instead
-// of being retried by the restart strategy.
+// of being retried by the restart strategy; the checkpoint stays.
 func TestIncompatibleRestoreFailsAtStart(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
@@ -394,7 +395,7 @@ func TestIncompatibleRestoreFailsAtStart(t *testing.T) {
 	}{
 		{"another max parallelism", func(o *weir.Options) { o.MaxParallelism = 64 }, func(env *weir.Environment) {
 			spBuild(env, spIndexes(500, 20000), 1, collect.Transactional[string](), &tap)
-		}, []string{"Options.Restore", "MaxParallelism 128", "the job has 64", "cannot be redistributed"}},
+		}, []string{"MaxParallelism 128", "the job has 64", "cannot be redistributed"}},
 		{"an operator the job lacks", func(*weir.Options) {}, func(env *weir.Environment) {
 			env.FromSource("src", spIndexes(500, 20000)).UID("src").Parallelism(1).
 				Map("str", func(i int64) string { return fmt.Sprint(i) }).UID("str").
@@ -409,10 +410,20 @@ func TestIncompatibleRestoreFailsAtStart(t *testing.T) {
 			env := weir.NewEnvironment(o)
 			tt.build(env)
 			c, err := env.ExecuteAsync(spCtx(t), "maxpar")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The default restart strategy restarts forever: the job must
+			// fail at once all the same.
+			err = spWaitJob(t, c, 10*time.Second)
 			if err == nil {
-				c.Cancel()
-				<-c.Done()
-				t.Fatal("the job started")
+				t.Fatal("the job ran")
+			}
+			if sum, _ := c.Checkpoints(); sum.Restarts != 0 {
+				t.Errorf("%d restarts, want none", sum.Restarts)
+			}
+			if dirs := spCheckpointDirs(t, filepath.Join(root, "maxpar")); !slices.Contains(slices.Collect(maps.Values(dirs)), true) {
+				t.Errorf("no complete checkpoint left: %v", dirs)
 			}
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {
