@@ -79,9 +79,23 @@ func TestRunServesRESTToTheClient(t *testing.T) {
 		"--checkpoint-dir", dir+"/ckpt", "--output", dir+"/out", "--rest-address", "127.0.0.1:0")
 	url := w.url
 
-	stdout, _, err := runClient("list", "--jobmanager", url)
-	if err != nil {
-		t.Fatalf("list: %v", err)
+	// The REST API serves from the start; the tasks start running a moment
+	// later.
+	running := regexp.MustCompile(`(?m)^wordcount +wordcount +RUNNING +.* 4/4 running$`)
+	var stdout string
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		stdout, _, err = runClient("list", "--jobmanager", url)
+		if err != nil {
+			t.Fatalf("list: %v", err)
+		}
+		if running.MatchString(stdout) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("list never showed the job with 4/4 tasks running:\n%s", stdout)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	matchLines(t, stdout, []string{`^JOB ID +NAME +STATE `, `^wordcount +wordcount +RUNNING +.* 4/4 running$`})
 
