@@ -74,7 +74,7 @@ func testStateKindsThroughRecovery(t *testing.T, backend string) {
 	env := weir.NewEnvironment(opts)
 	sink := collect.Transactional[string]()
 	var failed atomic.Bool
-	env.FromSource("nums", datagen.Sequence(0, 399).WithOptions(datagen.Options{RecordsPerSecond: 4000})).Parallelism(1).
+	env.FromSource("nums", datagen.Sequence(0, 399).WithOptions(datagen.Options{RecordsPerSecond: 1000})).Parallelism(1).
 		Map("fail-once", func(v int64) int64 {
 			if v == 250 && !failed.Swap(true) {
 				panic("injected")
