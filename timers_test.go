@@ -21,7 +21,7 @@ import (
 )
 
 // timerBackends are the state backends timers are tested on.
-var timerBackends = []string{"heap"}
+var timerBackends = []string{"heap", "pebble"}
 
 // punctuated emits a watermark after every record: the largest timestamp
 // seen minus lag.
