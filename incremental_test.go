@@ -2,12 +2,14 @@ package weir_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,6 +28,7 @@ import (
 // with its checkpoints retained (stop false: a run to the end).
 type incRun struct {
 	par      int
+	srcPar   int    // 0: par
 	root     string // checkpoint storage directory
 	stateDir string
 	src      connector.Source[int64]
@@ -34,6 +37,9 @@ type incRun struct {
 	retained int
 	restore  string // default "latest"
 	local    bool   // LocalRecovery
+	// sinkUID, when set, replaces the sink's uid "out": a run with another
+	// sink drops the committed transactions of the restored one.
+	sinkUID string
 }
 
 func (r incRun) options() weir.Options {
@@ -46,6 +52,7 @@ func (r incRun) options() weir.Options {
 	opts.Checkpointing.LocalRecovery = r.local
 	opts.Checkpointing.RetainOnCancel = true
 	opts.Checkpointing.Retained = max(r.retained, 1)
+	opts.AllowNonRestoredState = r.sinkUID != ""
 	if os.Getenv("WEIR_TEST_LOG") != "" {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -56,7 +63,17 @@ func (r incRun) run(t *testing.T, ctx context.Context) (ids []int64, hist []weir
 	t.Helper()
 	var tap atomic.Int64
 	env := weir.NewEnvironment(r.options())
-	spBuild(env, r.src, 0, r.sink, &tap)
+	if r.sinkUID == "" {
+		spBuild(env, r.src, r.srcPar, r.sink, &tap)
+	} else {
+		s := env.FromSource("src", r.src).UID("src")
+		if r.srcPar > 0 {
+			s.Parallelism(r.srcPar)
+		}
+		s.KeyBy(spKey).Process("count", &spCounter{}).UID("count").
+			Map("tap", func(v string) string { tap.Add(1); return v }).UID("tap").
+			SinkTo("out", r.sink).UID(r.sinkUID)
+	}
 	c, err := env.ExecuteAsync(ctx, "inc")
 	if err != nil {
 		t.Fatal(err)
@@ -146,9 +163,13 @@ func TestIncrementalCheckpointsRescale(t *testing.T) {
 	ctx := spCtx(t)
 	const n = 6000
 	root, stateDir := t.TempDir(), t.TempDir()
-	src := spIndexes(n, 3000)
+	// The gate lets each run read only up to its last checkpoint, so that
+	// no run reaches the end early, however slow the machine.
+	var allow atomic.Int64
+	src := spGate{n: n, allow: &allow}
 	sink := collect.Transactional[string]()
 
+	allow.Store(1400)
 	ids1, hist1 := incRun{par: 4, root: root, stateDir: stateDir, src: src, sink: sink, at: []int64{600, 1000, 1400}, retained: 2}.run(t, ctx)
 	md := incMetadata(t, root, ids1[len(ids1)-1])
 	hs := incHandles(t, md)
@@ -167,10 +188,12 @@ func TestIncrementalCheckpointsRescale(t *testing.T) {
 		t.Logf("run 1 checkpoint %d: uploaded %d bytes", h.ID, h.StateSize)
 	}
 	after1 := sink.Len()
+	allow.Store(2800)
 	incRun{par: 2, root: root, stateDir: stateDir, src: src, sink: sink, at: []int64{800, 1400}, retained: 2}.run(t, ctx)
 	if after2 := sink.Len(); after2 <= after1 || after2 >= n {
 		t.Fatalf("committed %d then %d of %d: each run should add some and not finish", after1, after2, n)
 	}
+	allow.Store(n)
 	incRun{par: 3, root: root, stateDir: stateDir, src: src, sink: sink}.run(t, ctx)
 	spSameMultiset(t, "incremental, rescaled 4 -> 2 -> 3", sink.Results(), spWant(n))
 }
@@ -197,6 +220,187 @@ func TestIncrementalNeedsPebble(t *testing.T) {
 			_, err := env.ExecuteAsync(t.Context(), "bad")
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("ExecuteAsync = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// incMinus returns the multiset want minus drop.
+func incMinus(want, drop []string) []string {
+	cnt := map[string]int{}
+	for _, d := range drop {
+		cnt[d]++
+	}
+	var out []string
+	for _, w := range want {
+		if cnt[w] > 0 {
+			cnt[w]--
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// incCheckShared fails unless shared/ holds exactly the files the retained
+// checkpoints refer to (nothing leaks, nothing referenced is gone).
+func incCheckShared(t *testing.T, root, when string) []int64 {
+	t.Helper()
+	refs, ids := incReferenced(t, root)
+	if got := incShared(t, root); !slices.Equal(got, refs) {
+		t.Fatalf("%s: shared/ holds %d files, the retained checkpoints %v refer to %d:\nextra %v\nmissing %v",
+			when, len(got), ids, len(refs), incMinus(got, refs), incMinus(refs, got))
+	}
+	if len(refs) == 0 {
+		t.Fatalf("%s: no shared files", when)
+	}
+	return ids
+}
+
+// TestIncrementalSharedStateNoLeak takes 8 incremental checkpoints with 3
+// retained, then 3 more in a new process restored from the latest: after
+// each run shared/ holds exactly the files the retained checkpoints refer
+// to, an orphan upload is swept at the restart, and every retained
+// checkpoint restores (the restored run commits exactly the records after
+// the checkpoint's source position).
+func TestIncrementalSharedStateNoLeak(t *testing.T) {
+	t.Parallel()
+	ctx := spCtx(t)
+	const n = 5000
+	root, stateDir := t.TempDir(), t.TempDir()
+	var allow atomic.Int64
+	src := spGate{n: n, allow: &allow}
+	sink := collect.Transactional[string]()
+	allow.Store(1200)
+	var at []int64
+	for i := range 8 {
+		at = append(at, int64(150*(i+1)))
+	}
+	ids, _ := incRun{par: 2, srcPar: 1, root: root, stateDir: stateDir, src: src, sink: sink, at: at, retained: 3}.run(t, ctx)
+	retained := incCheckShared(t, root, "after 8 checkpoints")
+	if !slices.Equal(retained, ids[len(ids)-3:]) {
+		t.Fatalf("retained checkpoints %v, want the last 3 of %v", retained, ids)
+	}
+
+	// Every retained checkpoint restores, into another store.
+	var all atomic.Int64
+	all.Store(n)
+	for _, id := range retained {
+		md := incMetadata(t, root, id)
+		pos := spSourcePositions(t, md)
+		restored := collect.Transactional[string]()
+		incRun{par: 3, srcPar: 1, root: t.TempDir(), stateDir: t.TempDir(), src: spGate{n: n, allow: &all}, sink: restored, sinkUID: "other",
+			restore: filepath.Join(root, "inc", fmt.Sprint("chk-", id))}.run(t, ctx)
+		spSameMultiset(t, fmt.Sprint("restored from checkpoint ", id), restored.Results(), incMinus(spWant(n), spWant(pos[0])))
+	}
+
+	// A new process: an upload that an earlier process never acknowledged
+	// is swept; the registry, rebuilt from metadata, deletes nothing that
+	// the retained checkpoints need.
+	orphan := filepath.Join(root, "inc", storage.SharedDirName, "count-0-deadbeef-c99-000001.sst")
+	if err := os.WriteFile(orphan, []byte("half an upload"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	allow.Store(1200 + 450)
+	ids2, _ := incRun{par: 2, srcPar: 1, root: root, stateDir: stateDir, src: src, sink: sink, at: []int64{150, 300, 450}, retained: 3}.run(t, ctx)
+	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
+		t.Fatalf("the orphan upload survived the restart: %v", err)
+	}
+	if got := incCheckShared(t, root, "after the restart"); !slices.Equal(got, ids2) {
+		t.Fatalf("retained checkpoints after the restart %v, want %v", got, ids2)
+	}
+	allow.Store(n)
+	incRun{par: 2, srcPar: 1, root: root, stateDir: stateDir, src: src, sink: sink}.run(t, ctx)
+	incCheckShared(t, root, "at the end")
+	spSameMultiset(t, "three runs", sink.Results(), spWant(n))
+}
+
+// TestIncrementalLocalRecovery fails a task after an incremental checkpoint:
+// the restart in the same process restores each subtask from its local copy
+// of the checkpoint, without downloading; a local copy that no longer
+// matches the metadata (damaged here) is not used, its files are
+// downloaded. Either way the output is exactly once.
+func TestIncrementalLocalRecovery(t *testing.T) {
+	for _, damage := range []bool{false, true} {
+		t.Run(fmt.Sprint("damaged=", damage), func(t *testing.T) {
+			ctx := spCtx(t)
+			const n = 3000
+			job := fmt.Sprint("inc-local-", damage)
+			stateDir := t.TempDir()
+			var mu sync.Mutex
+			var restores []weir.IncrementalRestore
+			weir.SetIncrementalRestoreHook(func(r weir.IncrementalRestore) {
+				if r.Job == job {
+					mu.Lock()
+					restores = append(restores, r)
+					mu.Unlock()
+				}
+			})
+			t.Cleanup(func() { weir.SetIncrementalRestoreHook(nil) })
+
+			opts := weir.Options{Parallelism: 2, JobID: job, StateBackend: "pebble", LocalStateDir: stateDir,
+				Restart: "fixed-delay:attempts=2,delay=0"}
+			opts.Checkpointing.Storage = t.TempDir()
+			opts.Checkpointing.Incremental, opts.Checkpointing.LocalRecovery = true, true
+			var fail atomic.Bool
+			var tap atomic.Int64
+			counter := &spCounter{onElement: func(int64) error {
+				if fail.CompareAndSwap(true, false) {
+					return errors.New("injected failure after the checkpoint")
+				}
+				return nil
+			}}
+			sink := collect.Transactional[string]()
+			env := weir.NewEnvironment(opts)
+			spBuildWith(env, spIndexes(n, 3000), 1, sink, &tap, counter)
+			c, err := env.ExecuteAsync(ctx, job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spWait(t, "300 records", 10*time.Second, func() bool { return tap.Load() >= 300 })
+			id, err := c.TriggerCheckpoint(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if damage {
+				local := filepath.Join(stateDir, job, "local", "count-0", fmt.Sprint("chk-", id))
+				entries, err := os.ReadDir(local)
+				if err != nil {
+					t.Fatal(err)
+				}
+				damaged := false
+				for _, e := range entries {
+					if strings.HasPrefix(e.Name(), "OPTIONS-") { // a copy, not a link to the live database's file
+						f, err := os.OpenFile(filepath.Join(local, e.Name()), os.O_APPEND|os.O_WRONLY, 0)
+						if err != nil {
+							t.Fatal(err)
+						}
+						f.WriteString("\n")
+						f.Close()
+						damaged = true
+					}
+				}
+				if !damaged {
+					t.Fatalf("no OPTIONS file in %s: %v", local, entries)
+				}
+			}
+			fail.Store(true)
+			if err := spWaitJob(t, c, 20*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if sum, _ := c.Checkpoints(); sum.Restarts != 1 || sum.Restored != id {
+				t.Fatalf("summary %+v: want one restart, from checkpoint %d", sum, id)
+			}
+			spSameMultiset(t, "output", sink.Results(), spWant(n))
+			mu.Lock()
+			defer mu.Unlock()
+			slices.SortFunc(restores, func(a, b weir.IncrementalRestore) int { return a.Subtask - b.Subtask })
+			want := []weir.IncrementalRestore{{Job: job, UID: "count", Subtask: 0, Local: 1}, {Job: job, UID: "count", Subtask: 1, Local: 1}}
+			if damage {
+				want[0].Local, want[0].Downloaded = 0, 1
+			}
+			if !slices.Equal(restores, want) {
+				t.Fatalf("restores %+v, want %+v", restores, want)
 			}
 		})
 	}
