@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/jobmaster"
@@ -271,6 +272,10 @@ func (s *incrementalState) removeLocal(drop func(id int64) bool) {
 	}
 }
 
+// restoreHook, when set (tests), is told how every incremental restore
+// got its files.
+var restoreHook atomic.Pointer[func(job, uid string, subtask int, st restoreStats)]
+
 // restoreStats says how an incremental restore got its files (tests).
 type restoreStats struct {
 	local      int   // handles restored from the local copy
@@ -507,6 +512,9 @@ func (k *keyedEnv[K]) restoreIncremental() error {
 		return fmt.Errorf("restore keyed state: %w", err)
 	}
 	k.restoreStats = stats
+	if hook := restoreHook.Load(); hook != nil {
+		(*hook)(k.env.jobID, k.env.uid, k.env.subtask, stats)
+	}
 	k.env.logger.Info("restored incremental keyed state", "checkpoint", r.from.Metadata.ID,
 		"local", stats.local, "downloaded", stats.downloaded, "bytes", stats.bytes)
 	return nil

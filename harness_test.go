@@ -119,6 +119,10 @@ func runHarnessWith(t *testing.T, seed uint64, backend string, base storage.Stor
 
 	opts := weir.Options{Parallelism: 2, JobID: fmt.Sprint("harness-", backend, "-", seed), Restart: "fixed-delay:attempts=100,delay=0",
 		StateBackend: backend, LocalStateDir: t.TempDir()}
+	if backend == "pebble-incremental" { // incremental checkpoints with local recovery
+		opts.StateBackend = "pebble"
+		opts.Checkpointing.Incremental, opts.Checkpointing.LocalRecovery = true, true
+	}
 	opts.Checkpointing.Interval = time.Duration(2+rng.IntN(8)) * time.Millisecond
 	opts.Checkpointing.TolerableFailures = -1
 	opts.Checkpointing.MaxConcurrent = 1 + rng.IntN(2)
@@ -270,5 +274,17 @@ func TestExactlyOnceHarnessPebble(t *testing.T) {
 	}
 	for seed := range seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { runHarnessOn(t, uint64(1000+seed), "pebble") })
+	}
+}
+
+// TestExactlyOnceHarnessPebbleIncremental runs the harness on the pebble
+// backend with incremental checkpoints and local recovery.
+func TestExactlyOnceHarnessPebbleIncremental(t *testing.T) {
+	seeds := 20
+	if testing.Short() {
+		seeds = 3
+	}
+	for seed := range seeds {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { runHarnessOn(t, uint64(2000+seed), "pebble-incremental") })
 	}
 }
