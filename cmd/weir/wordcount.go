@@ -20,8 +20,8 @@ import (
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connectors/datagen"
 	"github.com/weirstream/weir/connectors/file"
-	"github.com/weirstream/weir/internal/storage"
 	"github.com/weirstream/weir/examples/wordcount"
+	"github.com/weirstream/weir/internal/storage"
 )
 
 //go:embed demo.txt
@@ -174,6 +174,10 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 		}
 	}()
 	if err := job.Wait(); err != nil {
+		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
+			// Cancelled through the REST API (weir cancel), not by a signal.
+			return fmt.Errorf("job wordcount was cancelled; what its checkpoints committed is in %s", f.output)
+		}
 		return fmt.Errorf("wordcount failed: %w", err)
 	}
 	abs, _ := filepath.Abs(f.output)
