@@ -4,7 +4,8 @@ export GOTOOLCHAIN := go1.27.3
 GO ?= go
 # gofmt of the selected toolchain: an older gofmt on PATH cannot parse
 # generic methods.
-GOFMT = $(shell $(GO) env GOROOT)/bin/gofmt
+# ($(shell) does not see exported variables in make 4.3: set it here too.)
+GOFMT = $(shell GOTOOLCHAIN=$(GOTOOLCHAIN) $(GO) env GOROOT)/bin/gofmt
 
 # Packages whose goroutines talk to each other: tested with the race detector.
 RACE_PKGS := ./internal/runtime/... ./connectors/... .
@@ -21,7 +22,7 @@ demo: build
 
 vet:
 	$(GO) vet ./...
-	@out=$$($(GOFMT) -l . | grep -v '^testdata/'); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@out=$$($(GOFMT) -l . 2>&1 | grep -v '^testdata/'); if [ -n "$$out" ]; then echo "gofmt needed (or failed):"; echo "$$out"; exit 1; fi
 
 test: vet
 	$(GO) test -count=1 ./...

@@ -176,7 +176,7 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 	if err := job.Wait(); err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
 			// Cancelled through the REST API (weir cancel), not by a signal.
-			return fmt.Errorf("job wordcount was cancelled; what its checkpoints committed is in %s", f.output)
+			return fmt.Errorf("job wordcount was canceled; what its checkpoints committed is in %s", f.output)
 		}
 		return fmt.Errorf("wordcount failed: %w", err)
 	}
