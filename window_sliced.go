@@ -1,12 +1,10 @@
 package weir
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"iter"
 	"reflect"
-	"slices"
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/runtime"
@@ -251,29 +249,36 @@ func (o *slicedOp[K, T, P, R]) arm(w TimeWindow) {
 }
 
 // fire emits window w of the current key from its panes, drops the panes
-// no later window holds, and arms the next window if a pane is in it.
+// no later window holds, and arms the next window if a pane is in it. It
+// visits the size/pane slots of w and of the next slide directly (panes are
+// aligned), so its cost does not grow with the number of panes the key
+// holds (many, when the watermark lags far behind).
 func (o *slicedOp[K, T, P, R]) fire(_ K, w TimeWindow, _ int64) error {
-	o.buf = slices.AppendSeq(o.buf[:0], o.store.panes())
-	slices.SortFunc(o.buf, func(a, b TimeWindow) int { return cmp.Compare(a.Start, b.Start) })
-	o.parts = o.parts[:0]
+	step := o.panes.Pane
+	keepFrom := w.Start + o.panes.Slide // panes from here on are in the next window too
 	next := w.End + o.panes.Slide
+	o.parts = o.parts[:0]
 	armNext := false
-	for _, p := range o.buf {
-		o.store.setPane(p)
-		if p.Start >= w.Start && p.End <= w.End {
-			if v, ok := o.store.get(); ok {
-				o.parts = append(o.parts, v)
-			}
+	for start := w.Start; start < w.End; start += step {
+		o.store.setPane(TimeWindow{Start: start, End: start + step})
+		v, ok := o.store.get()
+		if !ok {
+			continue
 		}
-		if _, last := o.panes.Ends(p); last <= w.End {
+		// The part is read before the pane is cleared: clear drops the
+		// entry, not a value handed out.
+		o.parts = append(o.parts, v)
+		if start < keepFrom {
 			o.store.clear()
-		} else if p.End <= next {
+		} else {
 			armNext = true
 		}
 	}
+	for start := w.End; !armNext && start < next; start += step {
+		o.store.setPane(TimeWindow{Start: start, End: start + step})
+		_, armNext = o.store.get()
+	}
 	if len(o.parts) > 0 {
-		// The parts are read before any pane is cleared: clear drops the
-		// entry, not a value handed out.
 		o.ctx.ts = w.MaxTimestamp()
 		o.coll.Collect(o.kind.combine(o.parts))
 	}
