@@ -251,10 +251,17 @@ func (s *incrementalState) close() {
 	keep := s.confirmed.id
 	s.mu.Unlock()
 	if !s.keepLocal {
-		keep = -1
+		s.removeLocal(func(int64) bool { return true })
+		_ = os.Remove(s.localDir) // only if empty
+		return
 	}
-	s.removeLocal(func(c int64) bool { return c != keep })
-	_ = os.Remove(s.localDir) // only if empty
+	// Keep the last checkpoint known complete and the newer ones: one of
+	// them may have completed at the job master without the notice having
+	// reached this task before it closed (a failure in between), and the
+	// restore takes it. A local copy is used only after every file is
+	// checked against the checkpoint's metadata; the next completion
+	// removes the others.
+	s.removeLocal(func(c int64) bool { return c < keep })
 }
 
 // removeLocal removes the local checkpoint directories whose id drop says.

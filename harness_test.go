@@ -126,25 +126,7 @@ func runHarnessWith(t *testing.T, seed uint64, backend string, base storage.Stor
 	opts.Checkpointing.Interval = time.Duration(2+rng.IntN(8)) * time.Millisecond
 	opts.Checkpointing.TolerableFailures = -1
 	opts.Checkpointing.MaxConcurrent = 1 + rng.IntN(2)
-	faults := storage.NewFaults(seed)
-	if err := faults.Add(storage.Rule{Ops: storage.OpCommit, Probability: 0.05}); err != nil {
-		t.Fatal(err)
-	}
-	weir.SetCheckpointStore(&opts, storage.WithFaults(base, faults))
-	weir.SetFaultHooks(&opts, &weir.FaultHooks{
-		OnAlignment: func(task string, id int64) error {
-			if plan.maybe("alignment", 0.2) {
-				return fmt.Errorf("injected failure during the alignment of checkpoint %d", id)
-			}
-			return nil
-		},
-		OnAsyncSnapshot: func(task string, id int64) error {
-			if plan.maybe("async-phase", 0.05) {
-				return fmt.Errorf("injected failure during the asynchronous phase of checkpoint %d", id)
-			}
-			return nil
-		},
-	})
+	faults := injectFaults(t, &opts, seed, plan, base)
 
 	env := weir.NewEnvironment(opts)
 	src := datagen.Generator(records, func(i int64) string { return fmt.Sprint("k", (i*7919)%keys) }).
@@ -199,6 +181,33 @@ func runHarnessWith(t *testing.T, seed uint64, backend string, base storage.Stor
 	plan.mu.Lock()
 	defer plan.mu.Unlock()
 	return harnessResult{fired: maps.Clone(plan.fired), restarts: sum.Restarts, storage: faults.Injected(), ckpts: sum.Completed}
+}
+
+// injectFaults sends opts's checkpoints to base with injected storage
+// commit errors, and fails alignments and asynchronous phases as plan
+// decides. It returns the storage faults (Injected counts them).
+func injectFaults(t *testing.T, opts *weir.Options, seed uint64, plan *faultPlan, base storage.Store) *storage.Faults {
+	t.Helper()
+	faults := storage.NewFaults(seed)
+	if err := faults.Add(storage.Rule{Ops: storage.OpCommit, Probability: 0.05}); err != nil {
+		t.Fatal(err)
+	}
+	weir.SetCheckpointStore(opts, storage.WithFaults(base, faults))
+	weir.SetFaultHooks(opts, &weir.FaultHooks{
+		OnAlignment: func(task string, id int64) error {
+			if plan.maybe("alignment", 0.2) {
+				return fmt.Errorf("injected failure during the alignment of checkpoint %d", id)
+			}
+			return nil
+		},
+		OnAsyncSnapshot: func(task string, id int64) error {
+			if plan.maybe("async-phase", 0.05) {
+				return fmt.Errorf("injected failure during the asynchronous phase of checkpoint %d", id)
+			}
+			return nil
+		},
+	})
+	return faults
 }
 
 // multisetDiff returns the elements of want missing from got and the extra

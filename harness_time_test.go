@@ -39,25 +39,7 @@ func (h timeHarness) run(t *testing.T, seed uint64) harnessResult {
 	opts.Checkpointing.Interval = time.Duration(2+seed%8) * time.Millisecond
 	opts.Checkpointing.TolerableFailures = -1
 	opts.Checkpointing.MaxConcurrent = 1 + int(seed%2)
-	faults := storage.NewFaults(seed)
-	if err := faults.Add(storage.Rule{Ops: storage.OpCommit, Probability: 0.05}); err != nil {
-		t.Fatal(err)
-	}
-	weir.SetCheckpointStore(&opts, storage.WithFaults(storage.NewMemoryStore(), faults))
-	weir.SetFaultHooks(&opts, &weir.FaultHooks{
-		OnAlignment: func(task string, id int64) error {
-			if plan.maybe("alignment", 0.2) {
-				return fmt.Errorf("injected failure during the alignment of checkpoint %d", id)
-			}
-			return nil
-		},
-		OnAsyncSnapshot: func(task string, id int64) error {
-			if plan.maybe("async-phase", 0.05) {
-				return fmt.Errorf("injected failure during the asynchronous phase of checkpoint %d", id)
-			}
-			return nil
-		},
-	})
+	faults := injectFaults(t, &opts, seed, plan, storage.NewMemoryStore())
 	env := weir.NewEnvironment(opts)
 	src := datagen.Generator(h.records, func(i int64) int64 { return i }).
 		WithOptions(datagen.Options{RecordsPerSecond: 40_000, BatchSize: 64})

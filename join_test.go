@@ -2,7 +2,6 @@ package weir_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -165,25 +164,7 @@ func TestIntervalJoinExactlyOnce(t *testing.T) {
 					StateBackend: backend, LocalStateDir: t.TempDir()}
 				opts.Checkpointing.Interval = time.Duration(3+seed%5) * time.Millisecond
 				opts.Checkpointing.TolerableFailures = -1
-				faults := storage.NewFaults(uint64(seed))
-				if err := faults.Add(storage.Rule{Ops: storage.OpCommit, Probability: 0.05}); err != nil {
-					t.Fatal(err)
-				}
-				weir.SetCheckpointStore(&opts, storage.WithFaults(storage.NewMemoryStore(), faults))
-				weir.SetFaultHooks(&opts, &weir.FaultHooks{
-					OnAlignment: func(string, int64) error {
-						if plan.maybe("alignment", 0.2) {
-							return errors.New("injected failure during alignment")
-						}
-						return nil
-					},
-					OnAsyncSnapshot: func(string, int64) error {
-						if plan.maybe("async-phase", 0.05) {
-							return errors.New("injected failure in the asynchronous phase")
-						}
-						return nil
-					},
-				})
+				injectFaults(t, &opts, uint64(seed), plan, storage.NewMemoryStore())
 				env := weir.NewEnvironment(opts)
 				rate := datagen.Options{RecordsPerSecond: 30_000, BatchSize: 32}
 				ls := datagen.Generator(n, func(i int64) joinEvent { return joinSide(i, 0) }).WithOptions(rate)

@@ -107,25 +107,7 @@ func runOperatorStateHarness(t *testing.T, seed uint64) {
 	opts.Checkpointing.Interval = time.Duration(2+rng.IntN(8)) * time.Millisecond
 	opts.Checkpointing.TolerableFailures = -1
 	opts.Checkpointing.MaxConcurrent = 1 + rng.IntN(2)
-	faults := storage.NewFaults(seed)
-	if err := faults.Add(storage.Rule{Ops: storage.OpCommit, Probability: 0.05}); err != nil {
-		t.Fatal(err)
-	}
-	weir.SetCheckpointStore(&opts, storage.WithFaults(storage.NewMemoryStore(), faults))
-	weir.SetFaultHooks(&opts, &weir.FaultHooks{
-		OnAlignment: func(task string, id int64) error {
-			if plan.maybe("alignment", 0.2) {
-				return fmt.Errorf("injected failure during the alignment of checkpoint %d", id)
-			}
-			return nil
-		},
-		OnAsyncSnapshot: func(task string, id int64) error {
-			if plan.maybe("async-phase", 0.05) {
-				return fmt.Errorf("injected failure during the asynchronous phase of checkpoint %d", id)
-			}
-			return nil
-		},
-	})
+	faults := injectFaults(t, &opts, seed, plan, storage.NewMemoryStore())
 
 	env := weir.NewEnvironment(opts)
 	// The rules trickle in, so that checkpoints and failures find partial
