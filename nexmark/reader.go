@@ -52,11 +52,8 @@ type generatorReader struct {
 	started   bool
 	startWall time.Time
 	startTS   int64
-	// timer signals tick when the next event is due, while rateWait is set.
-	// tick has room for one signal so that the timer's function never
-	// blocks.
-	timer    *time.Timer
-	tick     chan struct{}
+	// alarm signals when the next record is due, while rateWait is set.
+	alarm    connector.Alarm
 	rateWait bool
 
 	closed bool
@@ -178,25 +175,7 @@ func (r *generatorReader) onSchedule(c *cursor, now time.Time) bool {
 
 // waitFor arms the timer to fire after d.
 func (r *generatorReader) waitFor(d time.Duration) {
-	if r.timer == nil {
-		tick := make(chan struct{}, 1)
-		r.tick = tick
-		r.timer = time.AfterFunc(d, func() {
-			select {
-			case tick <- struct{}{}:
-			default:
-			}
-		})
-	} else {
-		// Drop a signal nobody received. A firing racing with this Reset
-		// can still leave one behind: the task then polls once too early,
-		// gets NothingAvailable again and waits anew.
-		select {
-		case <-r.tick:
-		default:
-		}
-		r.timer.Reset(d)
-	}
+	r.alarm.Set(d)
 	r.rateWait = true
 }
 
@@ -206,7 +185,7 @@ func (r *generatorReader) waitFor(d time.Duration) {
 func (r *generatorReader) Available() <-chan struct{} {
 	switch {
 	case r.rateWait:
-		return r.tick
+		return r.alarm.C()
 	case len(r.splits) == 0 && !r.noMore:
 		if r.wake == nil {
 			r.wake = make(chan struct{})
@@ -235,9 +214,7 @@ func (r *generatorReader) Close() error {
 		return nil
 	}
 	r.closed = true
-	if r.timer != nil {
-		r.timer.Stop()
-	}
+	r.alarm.Stop()
 	r.wakeUp()
 	r.splits = nil
 	return nil

@@ -57,11 +57,8 @@ type reader[T any] struct {
 	// due is when the next record may be emitted; zero until the first Poll
 	// (the schedule starts when reading does, not when the reader is built).
 	due time.Time
-	// timer signals tick at due while rateWait is true; created by the
-	// first wait. tick has room for one signal so that the timer's function
-	// never blocks.
-	timer    *time.Timer
-	tick     chan struct{}
+	// alarm signals when the next record is due, while rateWait is set.
+	alarm    connector.Alarm
 	rateWait bool
 
 	closed bool
@@ -163,26 +160,7 @@ func (r *reader[T]) Poll(out connector.Emitter[T]) (connector.Status, error) {
 
 // waitUntil arms the timer for r.due.
 func (r *reader[T]) waitUntil(now time.Time) {
-	d := r.due.Sub(now)
-	if r.timer == nil {
-		tick := make(chan struct{}, 1)
-		r.tick = tick
-		r.timer = time.AfterFunc(d, func() {
-			select {
-			case tick <- struct{}{}:
-			default:
-			}
-		})
-	} else {
-		// Drop a signal nobody received. A firing racing with this Reset
-		// can still leave one behind: the task then polls once too early,
-		// gets NothingAvailable again and waits anew.
-		select {
-		case <-r.tick:
-		default:
-		}
-		r.timer.Reset(d)
-	}
+	r.alarm.Set(r.due.Sub(now))
 	r.rateWait = true
 }
 
@@ -192,7 +170,7 @@ func (r *reader[T]) waitUntil(now time.Time) {
 func (r *reader[T]) Available() <-chan struct{} {
 	switch {
 	case r.rateWait:
-		return r.tick
+		return r.alarm.C()
 	case len(r.splits) == 0 && !r.noMore:
 		if r.wake == nil {
 			r.wake = make(chan struct{})
@@ -221,9 +199,7 @@ func (r *reader[T]) Close() error {
 		return nil
 	}
 	r.closed = true
-	if r.timer != nil {
-		r.timer.Stop()
-	}
+	r.alarm.Stop()
 	r.wakeUp()
 	r.splits = nil
 	return nil
