@@ -50,8 +50,11 @@ type nodeBase struct {
 	inputs      int
 	keyed       bool
 	noChain     bool
-	sides       map[string]sidePort
-	sideTypes   map[string]reflect.Type
+	// assignsTimestamps marks AssignTimestampsAndWatermarks: records leave
+	// it with event-time timestamps (event-time windows check for one).
+	assignsTimestamps bool
+	sides             map[string]sidePort
+	sideTypes         map[string]reflect.Type
 	// prepare, when set, runs once per deployment before any task starts
 	// (sinks: re-commit and clean up after a restore).
 	prepare func(bc *buildCtx) error

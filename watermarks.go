@@ -152,6 +152,7 @@ func (s *Stream[T]) AssignTimestampsAndWatermarks(name string, strategy Watermar
 	n, out := addOneInput(s, name, false, func(env *opEnv, out runtime.Output[T]) oneInputOp[T] {
 		return &assignOp[T]{strategy: strategy, out: out, env: env}
 	})
+	n.assignsTimestamps = true
 	connectTo(s, n, 0)
 	return out
 }

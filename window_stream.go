@@ -2,9 +2,6 @@ package weir
 
 import (
 	"fmt"
-	"reflect"
-	goruntime "runtime"
-	"strings"
 	"time"
 
 	"github.com/weirstream/weir/codec"
@@ -239,7 +236,7 @@ func hasTimestamps[T any](s *Stream[T]) bool {
 		if src, isSrc := nd.(interface{ hasWatermarkStrategy() bool }); isSrc {
 			return src.hasWatermarkStrategy()
 		}
-		if isTimestampAssigner(nd) {
+		if n.assignsTimestamps {
 			return true
 		}
 		inputs := 0
@@ -263,22 +260,6 @@ func hasTimestamps[T any](s *Stream[T]) bool {
 }
 
 func (n *sourceNode[T]) hasWatermarkStrategy() bool { return n.strategy != nil }
-
-// isTimestampAssigner reports whether a node was made by
-// AssignTimestampsAndWatermarks: its factory is a closure of that method.
-// (A flag on the node would be plainer; nodes carry none today.)
-func isTimestampAssigner(nd node) bool {
-	v := reflect.ValueOf(nd)
-	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-		return false
-	}
-	f := v.Elem().FieldByName("make")
-	if !f.IsValid() || f.Kind() != reflect.Func || f.IsNil() {
-		return false
-	}
-	fn := goruntime.FuncForPC(f.Pointer())
-	return fn != nil && strings.Contains(fn.Name(), ".AssignTimestampsAndWatermarks.")
-}
 
 // --- non-keyed windows -----------------------------------------------------------
 
