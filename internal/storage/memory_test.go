@@ -1,0 +1,119 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"testing"
+	"testing/iotest"
+)
+
+// TestMemoryChunks writes objects of many sizes in writes of awkward sizes,
+// so that they span chunk boundaries, and reads them back every way a
+// caller can: the bytes, their size, reads of one byte, io.Copy (which uses
+// WriteTo), and twice, since readers share the chunks.
+func TestMemoryChunks(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		size   int
+		writes []int // sizes of the writes, repeated until size is written
+	}{
+		{name: "empty", size: 0, writes: []int{1}},
+		{name: "one byte", size: 1, writes: []int{1}},
+		{name: "first chunk exactly", size: memFirstChunkSize, writes: []int{memFirstChunkSize}},
+		{name: "first chunk and one", size: memFirstChunkSize + 1, writes: []int{memFirstChunkSize + 1}},
+		{name: "small writes over chunks", size: 3*memChunkSize + 17, writes: []int{1, 7, 4093, 100_003}},
+		{name: "one write larger than a chunk", size: 2*memChunkSize + 5, writes: []int{2*memChunkSize + 5}},
+		{name: "large then small", size: 4*memChunkSize + 9, writes: []int{memChunkSize + 3, 5, memChunkSize - 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := make([]byte, tt.size)
+			for i := range want {
+				want[i] = byte(i*7 + i>>11)
+			}
+			s := NewMemoryStore()
+			w, err := s.Create(ctx, "obj")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rest, i := want, 0; len(rest) > 0; i++ {
+				n := min(tt.writes[i%len(tt.writes)], len(rest))
+				if m, err := w.Write(rest[:n]); m != n || err != nil {
+					t.Fatalf("Write(%d bytes) = %d, %v", n, m, err)
+				}
+				rest = rest[n:]
+			}
+			if err := w.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			o := s.(*memStore).objs.objects["obj"]
+			for i, c := range o.chunks {
+				if len(c) == 0 || (cap(c) > memChunkSize && len(o.chunks) > 1 && len(c) != cap(c)) {
+					t.Errorf("chunk %d of %d: len %d cap %d", i, len(o.chunks), len(c), cap(c))
+				}
+			}
+			if n, err := s.Stat(ctx, "obj"); n != int64(tt.size) || err != nil {
+				t.Errorf("Stat = %d, %v; want %d", n, err, tt.size)
+			}
+			read := map[string]func(io.Reader) ([]byte, error){
+				"ReadAll": io.ReadAll,
+				"one byte at a time": func(r io.Reader) ([]byte, error) {
+					return io.ReadAll(iotest.OneByteReader(r))
+				},
+				"io.Copy": func(r io.Reader) ([]byte, error) {
+					var b bytes.Buffer
+					_, err := io.Copy(&b, r)
+					return b.Bytes(), err
+				},
+			}
+			for _, how := range []string{"ReadAll", "one byte at a time", "io.Copy", "ReadAll"} {
+				r, err := s.Open(ctx, "obj")
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := read[how](r)
+				if err != nil {
+					t.Fatalf("%s: %v", how, err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("%s: read %d bytes that differ from the %d written", how, len(got), len(want))
+				}
+			}
+		})
+	}
+}
+
+// TestMemoryReaderConforms runs the standard library's reader checks on an
+// object of several chunks.
+func TestMemoryReaderConforms(t *testing.T) {
+	want := bytes.Repeat([]byte("0123456789abcdef"), (memChunkSize+memFirstChunkSize)/16+3)
+	w := &memWriter{store: NewMemoryStore().(*memStore), ctx: context.Background(), name: "x"}
+	if _, err := w.Write(want[:10]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(want[10:]); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.chunks) < 2 {
+		t.Fatalf("%d chunks: the test wants an object of several", len(w.chunks))
+	}
+	if err := iotest.TestReader(memObject{chunks: w.chunks, size: w.size}.open(), want); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// shortWriter accepts at most n bytes per Write and says nothing of the
+// rest.
+type shortWriter struct{ n int }
+
+func (w shortWriter) Write(p []byte) (int, error) { return min(len(p), w.n), nil }
+
+func TestMemoryWriteToShortWrite(t *testing.T) {
+	r := memObject{chunks: [][]byte{[]byte("abc"), []byte("def")}, size: 6}.open()
+	n, err := r.WriteTo(shortWriter{n: 2})
+	if n != 2 || err != io.ErrShortWrite {
+		t.Fatalf("WriteTo = %d, %v; want 2, io.ErrShortWrite", n, err)
+	}
+}
