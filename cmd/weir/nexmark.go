@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -118,12 +119,14 @@ type nexmarkRunFlags struct {
 	seed        int64
 	input       string
 	output      string
+	cpuProfile  string
 	parallelism int
 	interval    time.Duration
 	ckptDir     string
 	restore     string
 	backend     string
 	restart     string
+	incremental bool
 }
 
 func newNexmarkRunCommand() *cobra.Command {
@@ -164,6 +167,7 @@ Queries: ` + strings.Join(queries.Names(), ", ") + `.`,
 	fl.Int64Var(&f.seed, "seed", 0, "seed of the random draws (as weir nexmark gen)")
 	fl.StringVar(&f.input, "input", "", "read the events from this file of JSON lines (written by weir nexmark gen) instead of generating them")
 	fl.StringVar(&f.output, "output", "", "directory for the rows as CSV part files (default: a counting blackhole)")
+	fl.StringVar(&f.cpuProfile, "cpu-profile", "", "write a CPU profile of the run to this file (read it with go tool pprof)")
 	addNexmarkJobFlags(fl, &f)
 	return c
 }
@@ -173,6 +177,7 @@ type flagSet interface {
 	IntVar(p *int, name string, value int, usage string)
 	DurationVar(p *time.Duration, name string, value time.Duration, usage string)
 	StringVar(p *string, name string, value string, usage string)
+	BoolVar(p *bool, name string, value bool, usage string)
 }
 
 func addNexmarkJobFlags(fl flagSet, f *nexmarkRunFlags) {
@@ -182,6 +187,7 @@ func addNexmarkJobFlags(fl flagSet, f *nexmarkRunFlags) {
 	fl.StringVar(&f.backend, "state-backend", "heap", `where keyed state lives: "heap" or "pebble"`)
 	fl.StringVar(&f.restore, "restore", "", `resume from "latest" (the newest complete checkpoint in --checkpoint-dir) or from a checkpoint or savepoint path`)
 	fl.StringVar(&f.restart, "restart", "fixed-delay:attempts=3,delay=100ms", `restart strategy after a failure: none, fixed-delay[:attempts=N,delay=D], exponential-delay, failure-rate`)
+	fl.BoolVar(&f.incremental, "incremental", false, "incremental checkpoints of the pebble backend: upload only the state files that earlier checkpoints did not")
 }
 
 // jobOptions checks the job flags and returns the job's options.
@@ -198,6 +204,9 @@ func (f *nexmarkRunFlags) jobOptions() (weir.Options, error) {
 	}
 	opts := weir.Options{Parallelism: f.parallelism, Restore: f.restore, StateBackend: f.backend, Restart: f.restart}
 	opts.Checkpointing.Interval = f.interval
+	// A report runs heap and pebble with the same flags: only pebble
+	// checkpoints incrementally.
+	opts.Checkpointing.Incremental = f.incremental && f.backend == "pebble"
 	if f.ckptDir != "" {
 		opts.Checkpointing.Storage = f.ckptDir
 	}
@@ -283,6 +292,9 @@ func runNexmarkRun(cmd *cobra.Command, f nexmarkRunFlags) error {
 	if err != nil {
 		return err
 	}
+	if f.incremental && f.backend != "pebble" {
+		return fmt.Errorf("--incremental needs --state-backend pebble: the %s backend takes full snapshots only", f.backend)
+	}
 	opts, err := f.jobOptions()
 	if err != nil {
 		return err
@@ -299,6 +311,17 @@ func runNexmarkRun(cmd *cobra.Command, f nexmarkRunFlags) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("cannot write --cpu-profile: %w", err)
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return fmt.Errorf("cannot start the CPU profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	res, err := queries.Run(ctx, queries.RunOptions{
 		Query: q, Source: src, Events: events, OutputDir: f.output, ExactlyOnce: f.exactlyOnce(), Env: opts,
 	})
@@ -314,7 +337,11 @@ func printNexmarkResult(w io.Writer, r queries.Result, f nexmarkRunFlags) {
 	if f.input != "" {
 		where = "from " + f.input
 	}
-	fmt.Fprintf(w, "nexmark %s: %d events (%s), parallelism %d, %s state backend\n", r.Query, r.Events, where, f.parallelism, f.backend)
+	backend := f.backend + " state backend"
+	if f.incremental {
+		backend += ", incremental checkpoints"
+	}
+	fmt.Fprintf(w, "nexmark %s: %d events (%s), parallelism %d, %s\n", r.Query, r.Events, where, f.parallelism, backend)
 	if r.Rows >= 0 {
 		fmt.Fprintf(w, "  rows         %d (blackhole)\n", r.Rows)
 	} else {
@@ -431,6 +458,9 @@ func runNexmarkReport(cmd *cobra.Command, f nexmarkReportFlags) error {
 	ckpt := "none"
 	if f.interval > 0 {
 		ckpt = "exactly-once every " + f.interval.String()
+		if f.incremental {
+			ckpt += " (incremental on pebble)"
+		}
 	}
 	fmt.Fprintf(w, "Nexmark, %d events (rate %v/s of event time, seed %d), parallelism %d, checkpoints: %s; blackhole sinks.\n\n",
 		f.events, f.rate, f.seed, f.parallelism, ckpt)

@@ -114,6 +114,23 @@ func TestNexmarkReport(t *testing.T) {
 	}
 }
 
+// TestNexmarkRunIncrementalProfile runs a join on pebble with incremental
+// checkpoints and a CPU profile.
+func TestNexmarkRunIncrementalProfile(t *testing.T) {
+	prof := filepath.Join(t.TempDir(), "cpu.prof")
+	stdout, stderr, code := runWeir(t, "nexmark", "run", "--query", "q20", "--events", "20000", "--state-backend", "pebble",
+		"--incremental", "--checkpoint-interval", "50ms", "--cpu-profile", prof)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "pebble state backend, incremental checkpoints") || !strings.Contains(stdout, "0 failed") {
+		t.Fatalf("want a pebble run without failed checkpoints:\n%s", stdout)
+	}
+	if fi, err := os.Stat(prof); err != nil || fi.Size() == 0 {
+		t.Fatalf("CPU profile: %v (size %v)", err, fi)
+	}
+}
+
 func TestNexmarkRunBadInput(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "events.jsonl")
@@ -149,6 +166,8 @@ func TestNexmarkRunBadInput(t *testing.T) {
 		{[]string{"--query", "q0", "--events", "10", "--state-backend", "rocks"}, `--state-backend is "rocks"`},
 		{[]string{"--query", "q0", "--events", "10", "--parallelism", "0"}, "--parallelism is 0"},
 		{[]string{"--query", "q0", "--events", "10", "--rate", "0"}, "--rate is 0"},
+		{[]string{"--query", "q3", "--events", "10", "--incremental"}, "--incremental needs --state-backend pebble"},
+		{[]string{"--query", "q0", "--events", "10", "--cpu-profile", filepath.Join(dir, "missing", "cpu.prof")}, "cannot write --cpu-profile"},
 	}
 	for _, tt := range tests {
 		_, stderr, code := runWeir(t, append([]string{"nexmark", "run"}, tt.args...)...)
