@@ -208,6 +208,11 @@ func (s *incrementalState) upload(ctx context.Context, id int64, dir string, bas
 		h.Size += f.Size
 	}
 	h.Files = files
+	if s.keepLocal {
+		// Best effort: without the record, a local restore reads every
+		// file to check its CRC instead.
+		_ = writeLocalRecord(dir, files)
+	}
 	st.Keyed = append(st.Keyed, h)
 	s.mu.Lock()
 	s.pending[id] = up
@@ -352,6 +357,14 @@ func (s *incrementalState) restore(ctx context.Context, from *jobmaster.Restored
 // restoreLocal fills dir from the local copy of the checkpoint restored,
 // if local recovery is on and the copy holds exactly the handle's files,
 // each with its size and CRC.
+//
+// The data files are not read: they are immutable hard links of the
+// database's files, and pebble checks its blocks' checksums as it reads
+// them. A data file is trusted when the record written with the checkpoint
+// (writeLocalRecord) gives it the handle's size and CRC and the file still
+// has the size and modification time recorded; the small MANIFEST, OPTIONS
+// and marker files, and every file of a copy without a record, are read
+// and checked against the CRC. Any mismatch means a download.
 func (s *incrementalState) restoreLocal(from *jobmaster.Restored, h checkpoint.KeyedStateHandle, dir string) bool {
 	if !s.keepLocal || from.Metadata.Kind != checkpoint.KindCheckpoint ||
 		h.StartGroup != s.groups.Start || h.EndGroup != s.groups.End {
@@ -359,11 +372,26 @@ func (s *incrementalState) restoreLocal(from *jobmaster.Restored, h checkpoint.K
 	}
 	local := s.checkpointDir(from.Metadata.ID)
 	entries, err := os.ReadDir(local)
-	if err != nil || len(entries) != len(h.Files) {
+	if err != nil {
+		return false
+	}
+	record, _ := readLocalRecord(local) // nil if missing or unreadable: check every CRC
+	n := len(entries)
+	if slices.ContainsFunc(entries, func(e os.DirEntry) bool { return e.Name() == localRecordName }) {
+		n--
+	}
+	if n != len(h.Files) {
 		return false
 	}
 	for _, f := range h.Files {
-		if ok, _ := fileMatches(filepath.Join(local, f.Name), f.Size, f.CRC); !ok {
+		name := filepath.Join(local, f.Name)
+		if r, ok := record[f.Name]; ok && isDataFile(f.Name) {
+			if r.size != f.Size || r.crc != f.CRC || !r.sameFile(name) {
+				return false
+			}
+			continue
+		}
+		if ok, _ := fileMatches(name, f.Size, f.CRC); !ok {
 			return false
 		}
 	}
@@ -381,6 +409,69 @@ func (s *incrementalState) restoreLocal(from *jobmaster.Restored, h checkpoint.K
 		}
 	}
 	return true
+}
+
+// localRecordName is the file, in a local checkpoint directory, that
+// records its data files as the asynchronous part uploaded them.
+const localRecordName = ".weir-local-files"
+
+// localFile is a data file of a local checkpoint as recorded.
+type localFile struct {
+	size  int64
+	crc   uint32 // of the bytes uploaded (or referred to) for it
+	mtime int64  // UnixNano of the local file
+}
+
+// sameFile reports whether the file name still has the recorded size and
+// modification time: it is the file recorded, not one truncated, rewritten
+// or put in its place since.
+func (r localFile) sameFile(name string) bool {
+	fi, err := os.Stat(name)
+	return err == nil && fi.Mode().IsRegular() && fi.Size() == r.size && fi.ModTime().UnixNano() == r.mtime
+}
+
+// writeLocalRecord records the data files of the local checkpoint in dir
+// with the size and CRC of the checkpoint's handle and the size and
+// modification time they have now, one "name size crc mtime" line each. It
+// is written after the upload, which computed the CRCs from the files.
+func writeLocalRecord(dir string, files []checkpoint.StateFile) error {
+	var b strings.Builder
+	for _, f := range files {
+		if !isDataFile(f.Name) {
+			continue
+		}
+		fi, err := os.Stat(filepath.Join(dir, f.Name))
+		if err != nil {
+			return err
+		}
+		if fi.Size() != f.Size {
+			return fmt.Errorf("%s: %d bytes, uploaded %d", f.Name, fi.Size(), f.Size)
+		}
+		fmt.Fprintf(&b, "%s %d %d %d\n", f.Name, f.Size, f.CRC, fi.ModTime().UnixNano())
+	}
+	tmp := filepath.Join(dir, localRecordName+".tmp")
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, localRecordName))
+}
+
+// readLocalRecord reads what writeLocalRecord wrote in dir.
+func readLocalRecord(dir string) (map[string]localFile, error) {
+	data, err := os.ReadFile(filepath.Join(dir, localRecordName))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]localFile)
+	for line := range strings.Lines(string(data)) {
+		var name string
+		var f localFile
+		if _, err := fmt.Sscanf(line, "%s %d %d %d\n", &name, &f.size, &f.crc, &f.mtime); err != nil {
+			return nil, fmt.Errorf("%s: %q: %w", localRecordName, line, err)
+		}
+		out[name] = f
+	}
+	return out, nil
 }
 
 // fileMatches reports whether the file has the size and CRC-32C given.

@@ -96,19 +96,7 @@ func New[K comparable](r keygroup.Range, keyCodec codec.Codec[K], opts Options) 
 		cache = pebble.NewCache(opts.CacheSize)
 		defer cache.Unref() // the database holds its own reference
 	}
-	db, err := pebble.Open(dbDir, &pebble.Options{
-		FS:           noSyncFS{fs},
-		Cache:        cache,
-		MemTableSize: opts.MemTableSize,
-		// The database is a working copy: after a failure the job restores
-		// from a checkpoint into a new directory, never from this one, so a
-		// write-ahead log would buy nothing. Incremental snapshots flush the
-		// memtable instead (SnapshotIncremental).
-		DisableWAL:         true,
-		FormatMajorVersion: pebble.FormatNewest,
-		Merger:             listMerger,
-		Logger:             pebbleLogger{opts.Logger},
-	})
+	db, err := pebble.Open(dbDir, opts.dbOptions(cache, false))
 	if err != nil {
 		_ = fs.RemoveAll(dbDir)
 		return nil, fmt.Errorf("pebble backend: open database in %s: %w", dbDir, err)

@@ -85,21 +85,6 @@ func (b *Backend[K]) RestoreNative(cps []NativeCheckpoint) (base int, err error)
 	return base, nil
 }
 
-// nativeOptions are the options of the backend's database, as New opens it
-// (the merger's name is recorded in the database: it must match).
-func (b *Backend[K]) nativeOptions(cache *pebble.Cache, readOnly bool) *pebble.Options {
-	return &pebble.Options{
-		FS:                 noSyncFS{b.opts.FS},
-		Cache:              cache,
-		MemTableSize:       b.opts.MemTableSize,
-		DisableWAL:         true,
-		FormatMajorVersion: pebble.FormatNewest,
-		Merger:             listMerger,
-		Logger:             pebbleLogger{b.opts.Logger},
-		ReadOnly:           readOnly,
-	}
-}
-
 // adopt replaces the backend's empty database by the native checkpoint cp
 // and drops the key groups outside the backend's range. On error the
 // backend has an empty database again (so that Close works).
@@ -159,7 +144,7 @@ func (b *Backend[K]) openMoved(dir string) (*pebble.DB, error) {
 		cache = pebble.NewCache(b.opts.CacheSize)
 		defer cache.Unref() // the database holds its own reference
 	}
-	db, err := pebble.Open(b.dbDir, b.nativeOptions(cache, false))
+	db, err := pebble.Open(b.dbDir, b.opts.dbOptions(cache, false))
 	if err != nil {
 		return nil, fmt.Errorf("open the checkpoint as the database: %w", err)
 	}
@@ -180,7 +165,7 @@ func (b *Backend[K]) markRestored(name string, st stateMeta) {
 func (b *Backend[K]) copyNative(cp NativeCheckpoint) (err error) {
 	cache := pebble.NewCache(8 << 20)
 	defer cache.Unref()
-	src, err := pebble.Open(cp.Dir, b.nativeOptions(cache, true))
+	src, err := pebble.Open(cp.Dir, b.opts.dbOptions(cache, true))
 	if err != nil {
 		return fmt.Errorf("open: %w", err)
 	}

@@ -121,6 +121,27 @@ func (o *Options) Validate() error {
 	return nil
 }
 
+// dbOptions are the options of every pebble database of a backend: the one
+// New opens, a checkpoint adopted by RestoreNative (the merger's name is
+// recorded in the database: it must match) and, read-only, the other
+// checkpoints RestoreNative copies from. cache is the block cache.
+func (o *Options) dbOptions(cache *pebble.Cache, readOnly bool) *pebble.Options {
+	return &pebble.Options{
+		FS:           noSyncFS{o.FS},
+		Cache:        cache,
+		MemTableSize: o.MemTableSize,
+		// The database is a working copy: after a failure the job restores
+		// from a checkpoint into a new directory, never from this one, so a
+		// write-ahead log would buy nothing. Incremental snapshots flush the
+		// memtable instead (SnapshotIncremental).
+		DisableWAL:         true,
+		FormatMajorVersion: pebble.FormatNewest,
+		Merger:             listMerger,
+		Logger:             pebbleLogger{o.Logger},
+		ReadOnly:           readOnly,
+	}
+}
+
 // pebbleLogger sends the database's messages to a slog.Logger.
 type pebbleLogger struct{ l *slog.Logger }
 
