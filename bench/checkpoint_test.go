@@ -115,6 +115,14 @@ func loadAverage() float64 {
 // so this ratio is the steadier estimate of the same overhead. A value of
 // 0.95 means the job with checkpoints spends 1/0.95 as much CPU per record.
 //
+// The CPU overhead grows with the number of checkpoints per record, so on a
+// loaded machine, where a run lasts longer and takes more checkpoints, both
+// ratios look worse than they would on an idle one. The load-independent
+// figure is the CPU time a checkpoint costs (cpu-ms/ckpt: per pair, the on
+// side's extra CPU time over its extra checkpoints), and from it the
+// benchmark estimates on/off for an idle 2-core machine (on/off-idle-est:
+// 2 / (2 + cost/interval), the job keeping both cores busy).
+//
 // It also reports the synchronous phase per subtask (p50, p99, max: target
 // p99 <= 1 ms with 1M keys of heap state), the end-to-end duration and size
 // of the checkpoints, and the one-minute load average at the start and end.
@@ -130,10 +138,13 @@ func BenchmarkCheckpointOverhead(b *testing.B) {
 		syncs, e2e        []time.Duration
 		sizes             []int64
 		checkpointsPerRun []int64
+		cpuPerCheckpoint  []float64 // per pair: the on side's extra CPU over its extra checkpoints, ms
 	)
 	load0 := loadAverage()
 	want := KeyedBaselineInt(n, keys)
-	run := func(on bool) elapsed {
+	// run runs one side and returns its times and how many checkpoints
+	// completed (the final one included).
+	run := func(on bool) (elapsed, int64) {
 		opts := jobOptions(2)
 		what := "checkpoints off"
 		if on {
@@ -150,33 +161,39 @@ func BenchmarkCheckpointOverhead(b *testing.B) {
 			return sum, err
 		})
 		checkSum(b, what, got, want)
-		if !on {
-			return d
-		}
 		var done int64
 		for _, c := range hist {
 			if c.Status != "COMPLETED" {
 				continue
 			}
 			done++
+			if !on {
+				continue
+			}
 			e2e = append(e2e, c.Duration)
 			sizes = append(sizes, c.StateSize)
 			for _, s := range c.Subtasks {
 				syncs = append(syncs, s.Sync)
 			}
 		}
-		checkpointsPerRun = append(checkpointsPerRun, done)
-		return d
+		if on {
+			checkpointsPerRun = append(checkpointsPerRun, done)
+		}
+		return d, done
 	}
 	for range b.N {
 		for i := range *ckptPairs {
 			var off, on elapsed
+			var offDone, onDone int64
 			if abba(i) {
-				on = run(true)
-				off = run(false)
+				on, onDone = run(true)
+				off, offDone = run(false)
 			} else {
-				off = run(false)
-				on = run(true)
+				off, offDone = run(false)
+				on, onDone = run(true)
+			}
+			if extra := onDone - offDone; extra > 0 {
+				cpuPerCheckpoint = append(cpuPerCheckpoint, float64((on.cpu-off.cpu).Milliseconds())/float64(extra))
 			}
 			offWall, onWall = append(offWall, off.wall), append(onWall, on.wall)
 			offCPU, onCPU = append(offCPU, off.cpu), append(onCPU, on.cpu)
@@ -202,6 +219,16 @@ func BenchmarkCheckpointOverhead(b *testing.B) {
 		b.ReportMetric(q3, "cpu-off/on-q3")
 		b.ReportMetric(perRec(percentile(offCPU, 0.5)), "off-cpu-ns/rec")
 		b.ReportMetric(perRec(percentile(onCPU, 0.5)), "on-cpu-ns/rec")
+	}
+	if len(cpuPerCheckpoint) > 0 {
+		q1, med, q3 := quartiles(cpuPerCheckpoint)
+		b.ReportMetric(med, "cpu-ms/ckpt")
+		b.ReportMetric(q1, "cpu-ms/ckpt-q1")
+		b.ReportMetric(q3, "cpu-ms/ckpt-q3")
+		// What on/off would be on an idle machine, where the job without
+		// checkpoints keeps both cores busy and each interval's checkpoint
+		// takes its CPU from record processing.
+		b.ReportMetric(2/(2+med/float64(ckptInterval.Milliseconds())), "on/off-idle-est")
 	}
 	b.ReportMetric(float64(len(e2e)), "checkpoints")
 	b.ReportMetric(float64(percentile(checkpointsPerRun, 0.5)), "checkpoints/run")
