@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // memObjects is the content of one memory store: committed objects by full
@@ -13,6 +14,45 @@ import (
 type memObjects struct {
 	mu      sync.RWMutex
 	objects map[string]memObject
+	// free holds chunks of memChunkSize bytes of deleted objects that no
+	// reader had open, for writers to fill again: a checkpoint's state
+	// file then reuses the memory of the one it subsumed instead of new
+	// pages (which the kernel must fault in and zero). At most
+	// memFreeChunks.
+	free [][]byte
+}
+
+// memFreeChunks bounds the memory that a store keeps for reuse.
+const memFreeChunks = 64
+
+// recycle keeps the chunks of o, which was just removed from the store,
+// for reuse, unless a reader has o open. Callers hold mu for writing, so
+// no reader can open o any more.
+func (m *memObjects) recycle(o memObject) {
+	if o.readers == nil || o.readers.Load() != 0 {
+		return
+	}
+	for _, c := range o.chunks {
+		if len(m.free) == memFreeChunks {
+			return
+		}
+		if cap(c) == memChunkSize {
+			m.free = append(m.free, c[:0])
+		}
+	}
+}
+
+// chunk returns a free chunk of memChunkSize bytes, or a new one.
+func (m *memObjects) chunk() []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n := len(m.free); n > 0 {
+		c := m.free[n-1]
+		m.free[n-1] = nil
+		m.free = m.free[:n-1]
+		return c
+	}
+	return make([]byte, 0, memChunkSize)
 }
 
 // memObject is the content of one object: the chunks its writer filled,
@@ -24,6 +64,9 @@ type memObjects struct {
 type memObject struct {
 	chunks [][]byte
 	size   int64
+	// readers counts the readers of the object not closed yet: its chunks
+	// are reused only if there are none when it is deleted.
+	readers *atomic.Int64
 }
 
 // memChunkSize is the largest chunk a memWriter allocates (a single larger
@@ -35,14 +78,35 @@ const (
 	memFirstChunkSize = 4 << 10
 )
 
-// open returns a reader of the object's bytes.
-func (o memObject) open() *chunkReader { return &chunkReader{chunks: o.chunks} }
+// open returns a reader of the object's bytes. Callers hold the store's
+// mu, so that a Delete does not recycle the chunks under the new reader.
+func (o memObject) open() *chunkReader {
+	if o.readers != nil {
+		o.readers.Add(1)
+	}
+	return &chunkReader{chunks: o.chunks, readers: o.readers}
+}
 
 // chunkReader reads the chunks of a memObject in turn. The chunks are
 // shared with the store and only read.
 type chunkReader struct {
-	chunks [][]byte
-	i, off int // the next byte is chunks[i][off]
+	chunks  [][]byte
+	i, off  int // the next byte is chunks[i][off]
+	readers *atomic.Int64
+}
+
+// Close implements io.Closer: the reader stops reading, and the object's
+// chunks may be reused once it is deleted.
+func (r *chunkReader) Close() error {
+	if r.chunks == nil && r.readers == nil {
+		return nil
+	}
+	r.chunks, r.i, r.off = nil, 0, 0
+	if r.readers != nil {
+		r.readers.Add(-1)
+		r.readers = nil
+	}
+	return nil
 }
 
 func (r *chunkReader) Read(p []byte) (int, error) {
@@ -140,11 +204,19 @@ func (s *memStore) Create(ctx context.Context, name string) (ObjectWriter, error
 }
 
 func (s *memStore) Open(ctx context.Context, name string) (io.ReadCloser, error) {
-	o, err := s.get(ctx, "open", name)
-	if err != nil {
+	if err := validName(name); err != nil {
 		return nil, err
 	}
-	return io.NopCloser(o.open()), nil
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("open %s: %w", name, err)
+	}
+	s.objs.mu.RLock()
+	defer s.objs.mu.RUnlock()
+	o, ok := s.objs.objects[join(s.prefix, name)]
+	if !ok {
+		return nil, fmt.Errorf("open %s/%s: %w", s.url, name, ErrNotFound)
+	}
+	return o.open(), nil
 }
 
 func (s *memStore) Stat(ctx context.Context, name string) (int64, error) {
@@ -206,8 +278,12 @@ func (s *memStore) Delete(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("delete %s: %w", name, err)
 	}
+	full := join(s.prefix, name)
 	s.objs.mu.Lock()
-	delete(s.objs.objects, join(s.prefix, name))
+	if o, ok := s.objs.objects[full]; ok {
+		delete(s.objs.objects, full)
+		s.objs.recycle(o)
+	}
 	s.objs.mu.Unlock()
 	return nil
 }
@@ -227,6 +303,7 @@ func (s *memStore) DeletePrefix(ctx context.Context, prefix string) error {
 	s.objs.mu.Lock()
 	for name := range s.objs.objects {
 		if under(name, full) {
+			s.objs.recycle(s.objs.objects[name])
 			delete(s.objs.objects, name)
 		}
 	}
@@ -253,7 +330,12 @@ func (w *memWriter) Write(p []byte) (int, error) {
 	for len(p) > 0 {
 		last := len(w.chunks) - 1
 		if last < 0 || len(w.chunks[last]) == cap(w.chunks[last]) {
-			w.chunks = append(w.chunks, make([]byte, 0, w.nextChunk(len(p))))
+			size := w.nextChunk(len(p))
+			if size == memChunkSize {
+				w.chunks = append(w.chunks, w.store.objs.chunk())
+			} else {
+				w.chunks = append(w.chunks, make([]byte, 0, size))
+			}
 			last++
 		}
 		c := w.chunks[last]
@@ -286,15 +368,25 @@ func (w *memWriter) Commit() error {
 	if err := w.ctx.Err(); err != nil {
 		return fmt.Errorf("commit %s: %w", w.name, err)
 	}
-	o := memObject{chunks: w.chunks, size: w.size}
+	o := memObject{chunks: w.chunks, size: w.size, readers: new(atomic.Int64)}
 	w.chunks = nil
+	full := join(w.store.prefix, w.name)
 	w.store.objs.mu.Lock()
-	w.store.objs.objects[join(w.store.prefix, w.name)] = o
+	if old, ok := w.store.objs.objects[full]; ok {
+		w.store.objs.recycle(old)
+	}
+	w.store.objs.objects[full] = o
 	w.store.objs.mu.Unlock()
 	return nil
 }
 
 func (w *memWriter) Abort() error {
+	if !w.done && len(w.chunks) > 0 {
+		// Never visible to a reader: the chunks can be reused at once.
+		w.store.objs.mu.Lock()
+		w.store.objs.recycle(memObject{chunks: w.chunks, readers: new(atomic.Int64)})
+		w.store.objs.mu.Unlock()
+	}
 	w.done = true
 	w.chunks = nil
 	return nil

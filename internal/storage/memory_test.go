@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"testing"
 	"testing/iotest"
@@ -115,5 +116,116 @@ func TestMemoryWriteToShortWrite(t *testing.T) {
 	n, err := r.WriteTo(shortWriter{n: 2})
 	if n != 2 || err != io.ErrShortWrite {
 		t.Fatalf("WriteTo = %d, %v; want 2, io.ErrShortWrite", n, err)
+	}
+}
+
+// BenchmarkMemoryStateFile writes and deletes a state file of 17 MiB in
+// writes of one key group (~270 KiB), as a checkpoint of the checkpoint
+// overhead benchmark does (bench/checkpoint_test.go), keeping the previous
+// one as a retained checkpoint would.
+func BenchmarkMemoryStateFile(b *testing.B) {
+	ctx := context.Background()
+	s := NewMemoryStore()
+	block := bytes.Repeat([]byte{0xab}, 270<<10)
+	const blocks = 17 << 20 / (270 << 10)
+	b.SetBytes(blocks * int64(len(block)))
+	i := 0
+	for b.Loop() {
+		name := fmt.Sprintf("chk-%d/state", i)
+		w, err := s.Create(ctx, name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for range blocks {
+			if _, err := w.Write(block); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := w.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		if i > 0 {
+			if err := s.DeletePrefix(ctx, fmt.Sprintf("chk-%d", i-1)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		i++
+	}
+}
+
+// TestMemoryChunkReuse shows that the chunks of a deleted object are
+// written again, but never while a reader has the object open.
+func TestMemoryChunkReuse(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemoryStore()
+	objs := s.(*memStore).objs
+	put := func(name string, b byte) {
+		t.Helper()
+		w, err := s.Create(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		piece := bytes.Repeat([]byte{b}, 64<<10)
+		for range 3 * memChunkSize / len(piece) {
+			if _, err := w.Write(piece); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("a", 'a')
+	r, err := s.Open(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if len(objs.free) != 0 {
+		t.Fatalf("%d chunks freed of an object a reader has open", len(objs.free))
+	}
+	put("b", 'b')
+	got, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := bytes.Repeat([]byte{'a'}, 3*memChunkSize); !bytes.Equal(got, want) {
+		t.Fatal("the reader of a deleted object read bytes written after the delete")
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Errorf("Read after Close = %d, %v; want 0, EOF", n, err)
+	}
+
+	// A reader closed before the delete: the chunks are reused.
+	r, err = s.Open(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if len(objs.free) == 0 {
+		t.Fatal("no chunk of a deleted object with no readers kept for reuse")
+	}
+	free := len(objs.free)
+	put("c", 'c')
+	if len(objs.free) >= free {
+		t.Errorf("%d free chunks before a write of 3 MiB, %d after: none reused", free, len(objs.free))
+	}
+	r, err = s.Open(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got, err := io.ReadAll(r); err != nil || !bytes.Equal(got, bytes.Repeat([]byte{'c'}, 3*memChunkSize)) {
+		t.Errorf("an object over reused chunks reads back wrong (%d bytes, %v)", len(got), err)
 	}
 }
