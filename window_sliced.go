@@ -21,15 +21,31 @@ import (
 // window registers it, and each firing registers the next window's if a
 // pane of the key is in it. A pane goes when the last window holding it
 // has fired.
+//
+// Per key, the operator keeps in memory (hotPane) the pane its records
+// update now, with its partial result, and the end of a window whose timer
+// it knows queued: a record of the same pane folds into the partial result
+// without a state access, and does not register the timer again. The
+// partial result goes to state when the key's records move to another
+// pane, before a firing of the key and before a snapshot; the timers are
+// in state as always, the cache only saves registering one twice. The
+// cache is empty after a restore (a rescale) and is rebuilt as records
+// come.
 
 // paneStore holds the panes of the current key (namespace: the pane) with
 // a partial result P each.
 type paneStore[T, P any] interface {
 	setPane(p TimeWindow)
-	add(v T)
 	get() (P, bool)
+	put(p P)
 	clear()
 	panes() iter.Seq[TimeWindow]
+	// fold adds v to the partial result p (ok: p holds one, else v
+	// starts one). p is the caller's: no state holds it.
+	fold(p P, ok bool, v T) P
+	// own returns a partial result read from state that the caller may
+	// change (p itself when P shares no memory).
+	own(p P) P
 }
 
 // paneKind makes the pane store of a function and combines partial
@@ -40,14 +56,22 @@ type paneKind[K comparable, T, P, R any] struct {
 }
 
 type reducingPanes[K comparable, T any] struct {
-	s nsReducing[K, TimeWindow, T]
+	s  nsReducing[K, TimeWindow, T]
+	fn func(acc, v T) T
 }
 
 func (p reducingPanes[K, T]) setPane(w TimeWindow)        { p.s.SetCurrentNamespace(w) }
-func (p reducingPanes[K, T]) add(v T)                     { p.s.Add(v) }
 func (p reducingPanes[K, T]) get() (T, bool)              { return p.s.Get() }
+func (p reducingPanes[K, T]) put(v T)                     { p.s.Clear(); p.s.Add(v) }
 func (p reducingPanes[K, T]) clear()                      { p.s.Clear() }
 func (p reducingPanes[K, T]) panes() iter.Seq[TimeWindow] { return p.s.Namespaces() }
+func (p reducingPanes[K, T]) own(v T) T                   { return v }
+func (p reducingPanes[K, T]) fold(acc T, ok bool, v T) T {
+	if !ok {
+		return v
+	}
+	return p.fn(acc, v)
+}
 
 func reducePanes[K comparable, T any](fn func(acc, v T) T, tc codec.Codec[T]) paneKind[K, T, T, T] {
 	return paneKind[K, T, T, T]{
@@ -56,7 +80,7 @@ func reducePanes[K comparable, T any](fn func(acc, v T) T, tc codec.Codec[T]) pa
 			if err != nil {
 				return nil, err
 			}
-			return reducingPanes[K, T]{s}, nil
+			return reducingPanes[K, T]{s: s, fn: fn}, nil
 		},
 		combine: func(parts []T) T {
 			acc := parts[0]
@@ -77,19 +101,23 @@ type accPanes[K comparable, T, ACC, R any] struct {
 }
 
 func (p accPanes[K, T, ACC, R]) setPane(w TimeWindow) { p.s.SetCurrentNamespace(w) }
-func (p accPanes[K, T, ACC, R]) add(v T) {
-	acc, ok := p.s.Value()
-	switch {
-	case !ok:
+func (p accPanes[K, T, ACC, R]) fold(acc ACC, ok bool, v T) ACC {
+	if !ok {
 		acc = p.f.CreateAccumulator()
-	case p.clone != nil:
-		// A stored value is never changed in place: a snapshot may be
-		// writing it.
-		acc = p.clone(acc)
 	}
-	p.s.Update(p.f.Add(v, acc))
+	return p.f.Add(v, acc)
+}
+
+// own copies a stored accumulator: a stored value is never changed in
+// place (a snapshot may be writing it).
+func (p accPanes[K, T, ACC, R]) own(acc ACC) ACC {
+	if p.clone != nil {
+		return p.clone(acc)
+	}
+	return acc
 }
 func (p accPanes[K, T, ACC, R]) get() (ACC, bool)            { return p.s.Value() }
+func (p accPanes[K, T, ACC, R]) put(acc ACC)                 { p.s.Update(acc) }
 func (p accPanes[K, T, ACC, R]) clear()                      { p.s.Clear() }
 func (p accPanes[K, T, ACC, R]) panes() iter.Seq[TimeWindow] { return p.s.Namespaces() }
 
@@ -157,15 +185,34 @@ type slicedOp[K comparable, T, P, R any] struct {
 	pt     *runtime.ProcessingTimers
 	coll   collector[R]
 	parts  []P
-	buf    []TimeWindow
+	hot    map[K]*hotPane[P]
 }
+
+// hotPane is what the operator keeps in memory for a key (see the top of
+// the file).
+type hotPane[P any] struct {
+	pane  TimeWindow
+	acc   P    // the partial result of pane, the operator's own (no state holds it)
+	live  bool // pane and acc are set
+	dirty bool // acc is newer than the state's
+	// armed is the end of a window whose timer is queued for the key
+	// (when armedOK): a firing of that window clears it.
+	armed   int64
+	armedOK bool
+}
+
+// maxHotKeys bounds the keys the operator keeps a hot pane for: past it,
+// the hot panes go to state and the cache starts again (a key space far
+// larger than memory, on pebble, costs a state write per record at worst,
+// as without the cache).
+const maxHotKeys = 1 << 16
 
 func buildSliced[K comparable, T any, P, R any](w *WindowedStream[K, T, TimeWindow], name string, kind paneKind[K, T, P, R]) *Stream[R] {
 	cfg := w.config(name)
 	sp := w.assigner.(specified).spec()
 	panes := window.NewPanes(sp.size, sp.slide, sp.offset)
 	out := addKeyed(w.in, name, func(env *opEnv, out runtime.Output[R]) oneInputOp[T] {
-		o := &slicedOp[K, T, P, R]{cfg: cfg, panes: panes, kind: kind, env: env}
+		o := &slicedOp[K, T, P, R]{cfg: cfg, panes: panes, kind: kind, env: env, hot: make(map[K]*hotPane[P])}
 		o.ctx = &KeyedContext[K]{Context: Context{env: env}, keyed: newKeyedEnv(env, cfg.codec)}
 		o.coll = collector[R]{out: out, ts: &o.ctx.ts}
 		return o
@@ -205,7 +252,29 @@ func (o *slicedOp[K, T, P, R]) Open() error {
 func (o *slicedOp[K, T, P, R]) Finish() error { return nil }
 func (o *slicedOp[K, T, P, R]) Close() error  { return errors.Join(o.ctx.keyed.close()) }
 func (o *slicedOp[K, T, P, R]) SnapshotState(id int64, opts *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
+	o.flushAll()
 	return o.ctx.keyed.snapshot(id, opts, nil)
+}
+
+// flush writes the current key's hot pane h to state; h keeps no partial
+// result afterwards (state holds it: it must not change in place).
+func (o *slicedOp[K, T, P, R]) flush(h *hotPane[P]) {
+	if h.live && h.dirty {
+		o.store.setPane(h.pane)
+		o.store.put(h.acc)
+	}
+	var zero P
+	h.acc, h.live, h.dirty = zero, false, false
+}
+
+// flushAll writes every hot pane to state.
+func (o *slicedOp[K, T, P, R]) flushAll() {
+	for k, h := range o.hot {
+		if h.live && h.dirty {
+			o.ctx.keyed.setKey(k)
+			o.flush(h)
+		}
+	}
 }
 func (o *slicedOp[K, T, P, R]) NotifyCheckpointComplete(int64) error { return nil }
 func (o *slicedOp[K, T, P, R]) NotifyCheckpointAborted(int64) error  { return nil }
@@ -235,9 +304,32 @@ func (o *slicedOp[K, T, P, R]) Emit(rec T, ts int64) {
 		}
 		return
 	}
-	o.store.setPane(pane)
-	o.store.add(rec)
-	o.arm(o.panes.WindowEnding(end))
+	key := o.ctx.keyed.backend.CurrentKey()
+	h := o.hot[key]
+	if h == nil {
+		if len(o.hot) >= maxHotKeys {
+			o.flushAll()
+			clear(o.hot)
+			o.ctx.keyed.setKey(key)
+		}
+		h = &hotPane[P]{}
+		o.hot[key] = h
+	}
+	if !h.live || h.pane != pane {
+		o.flush(h)
+		o.store.setPane(pane)
+		acc, ok := o.store.get()
+		if ok {
+			acc = o.store.own(acc)
+		}
+		h.pane, h.acc, h.live = pane, acc, ok
+	}
+	h.acc = o.store.fold(h.acc, h.live, rec)
+	h.live, h.dirty = true, true
+	if !h.armedOK || h.armed != end {
+		o.arm(o.panes.WindowEnding(end))
+		h.armed, h.armedOK = end, true
+	}
 }
 
 func (o *slicedOp[K, T, P, R]) arm(w TimeWindow) {
@@ -253,7 +345,14 @@ func (o *slicedOp[K, T, P, R]) arm(w TimeWindow) {
 // visits the size/pane slots of w and of the next slide directly (panes are
 // aligned), so its cost does not grow with the number of panes the key
 // holds (many, when the watermark lags far behind).
-func (o *slicedOp[K, T, P, R]) fire(_ K, w TimeWindow, _ int64) error {
+func (o *slicedOp[K, T, P, R]) fire(key K, w TimeWindow, _ int64) error {
+	h := o.hot[key]
+	if h != nil {
+		o.flush(h)
+		if h.armed == w.End {
+			h.armedOK = false
+		}
+	}
 	step := o.panes.Pane
 	keepFrom := w.Start + o.panes.Slide // panes from here on are in the next window too
 	next := w.End + o.panes.Slide
@@ -285,6 +384,9 @@ func (o *slicedOp[K, T, P, R]) fire(_ K, w TimeWindow, _ int64) error {
 	clear(o.parts)
 	if armNext {
 		o.arm(o.panes.WindowEnding(next))
+		if h != nil {
+			h.armed, h.armedOK = next, true
+		}
 	}
 	return nil
 }

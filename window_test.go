@@ -238,6 +238,28 @@ func TestSlidingWindows(t *testing.T) {
 	}
 }
 
+// TestSlicedManyKeys: more keys than the sliced operator keeps a hot pane
+// for (1<<16), so that the cache is written to state and started again
+// while records come, give what the model says.
+func TestSlicedManyKeys(t *testing.T) {
+	const keys = 140_000 // about 70,000 a subtask at parallelism 2
+	var events []ev
+	for i := range int64(2 * keys) {
+		// Each key twice, far apart in the input, in one pane (of 20 ms):
+		// the second record of most keys comes after the cache was
+		// written to state and started again.
+		k := i % keys
+		events = append(events, ev{Key: fmt.Sprint("k", k), TS: k%4 + 10*(i/keys), V: i})
+	}
+	want := slidingModel(events, 40, 20)
+	got := runWindows(t, events, 1000, func(s *weir.Stream[ev]) *weir.Stream[string] {
+		return s.KeyBy(evKey).Window(weir.SlidingEventTimeWindows(40*time.Millisecond, 20*time.Millisecond)).
+			Aggregate("sum", state.AggregateFunction[ev, sumAcc, ev](sumAgg{})).
+			Process("describe", weir.ProcessFunction[ev, string](describeResult{size: 40}))
+	}, func(s string) string { return s })
+	checkLines(t, got, want)
+}
+
 func TestSessionWindows(t *testing.T) {
 	// With a lag of 100 ms, every record but the last is on time.
 	events := []ev{

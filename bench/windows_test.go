@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 var (
 	windowRecords = flag.Int64("win.records", 1_000_000, "records per window benchmark run")
 	windowKeys    = flag.Int64("win.keys", 100, "keys of the window benchmarks")
+	windowCases   = flag.String("win.cases", "", "comma-separated window cases to run (tumbling, sliding-sliced, sliding-per-window, session; empty: all), e.g. to profile one")
 )
 
 type winCount struct{}
@@ -47,8 +50,15 @@ func runWindowCount(b *testing.B, backend string, n, keys int64, window func(*we
 // BenchmarkWindows reports events/s of a tumbling 10 s count per key, a
 // sliding 10 s / 2 s count per key sliced and with one state per window
 // (and their ratio, measured in the same run), and a 10 s-gap session
-// count, on the heap backend.
+// count, on the heap and on the pebble backend (sub-benchmarks heap and
+// pebble: -bench BenchmarkWindows/pebble runs one).
 func BenchmarkWindows(b *testing.B) {
+	for _, backend := range []string{"heap", "pebble"} {
+		b.Run(backend, func(b *testing.B) { benchmarkWindows(b, backend) })
+	}
+}
+
+func benchmarkWindows(b *testing.B, backend string) {
 	n, keys := *windowRecords, *windowKeys
 	cases := []struct {
 		name   string
@@ -68,10 +78,16 @@ func BenchmarkWindows(b *testing.B) {
 			return k.Window(weir.EventTimeSessionWindows(10 * time.Second))
 		}, n},
 	}
+	run := func(name string) bool {
+		return *windowCases == "" || slices.Contains(strings.Split(*windowCases, ","), name)
+	}
 	elapsed := make([]time.Duration, len(cases))
 	for range b.N {
 		for i, c := range cases {
-			got, d := runWindowCount(b, "heap", n, keys, c.window)
+			if !run(c.name) {
+				continue
+			}
+			got, d := runWindowCount(b, backend, n, keys, c.window)
 			// Every record is in 5 sliding windows (windows at the edges
 			// hold fewer records, but every record has its 5).
 			if got != c.total {
@@ -82,7 +98,11 @@ func BenchmarkWindows(b *testing.B) {
 	}
 	b.ReportMetric(0, "ns/op")
 	for i, c := range cases {
-		b.ReportMetric(float64(n)*float64(b.N)/elapsed[i].Seconds(), fmt.Sprint(c.name, "-events/s"))
+		if run(c.name) {
+			b.ReportMetric(float64(n)*float64(b.N)/elapsed[i].Seconds(), fmt.Sprint(c.name, "-events/s"))
+		}
 	}
-	b.ReportMetric(elapsed[2].Seconds()/elapsed[1].Seconds(), "sliced/per-window")
+	if run(cases[1].name) && run(cases[2].name) {
+		b.ReportMetric(elapsed[2].Seconds()/elapsed[1].Seconds(), "sliced/per-window")
+	}
 }
