@@ -312,15 +312,11 @@ func runNexmarkRun(cmd *cobra.Command, f nexmarkRunFlags) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if f.cpuProfile != "" {
-		pf, err := os.Create(f.cpuProfile)
+		stopProfile, err := startProfile(filepath.Dir(f.cpuProfile), filepath.Base(f.cpuProfile))
 		if err != nil {
 			return fmt.Errorf("cannot write --cpu-profile: %w", err)
 		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return fmt.Errorf("cannot start the CPU profile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+		defer stopProfile()
 	}
 	res, err := queries.Run(ctx, queries.RunOptions{
 		Query: q, Source: src, Events: events, OutputDir: f.output, ExactlyOnce: f.exactlyOnce(), Env: opts,
@@ -386,8 +382,9 @@ var flinkPerCore = map[string][2]float64{
 
 type nexmarkReportFlags struct {
 	nexmarkRunFlags
-	queries  string
-	backends string
+	queries    string
+	backends   string
+	profileDir string
 }
 
 func newNexmarkReportCommand() *cobra.Command {
@@ -413,6 +410,7 @@ exits with an error at the end.`,
 	fl := c.Flags()
 	fl.StringVar(&f.queries, "queries", "all", `comma-separated queries, or "all"`)
 	fl.StringVar(&f.backends, "state-backends", "heap", `comma-separated state backends: heap, pebble`)
+	fl.StringVar(&f.profileDir, "cpu-profile-dir", "", "write a CPU profile of each run to DIR/QUERY-BACKEND.prof (read them with go tool pprof)")
 	fl.Int64Var(&f.events, "events", 0, "number of events to generate for each run (required)")
 	fl.Float64Var(&f.rate, "rate", nexmark.DefaultRate, "events per second of event time")
 	fl.Int64Var(&f.seed, "seed", 0, "seed of the random draws")
@@ -446,6 +444,11 @@ func runNexmarkReport(cmd *cobra.Command, f nexmarkReportFlags) error {
 	}
 	if _, _, err := nexmarkSource(cmd, &f.nexmarkRunFlags); err != nil {
 		return err
+	}
+	if f.profileDir != "" {
+		if err := os.MkdirAll(f.profileDir, 0o755); err != nil {
+			return fmt.Errorf("cannot create --cpu-profile-dir: %w", err)
+		}
 	}
 	ctx := cmd.Context()
 	if ctx == nil {
@@ -481,7 +484,13 @@ func runNexmarkReport(cmd *cobra.Command, f nexmarkReportFlags) error {
 			}
 			opts.Checkpointing.Storage = dir
 			src, events, _ := nexmarkSource(cmd, &run)
+			stopProfile, err := startProfile(f.profileDir, q.Name+"-"+backend+".prof")
+			if err != nil {
+				os.RemoveAll(dir)
+				return err
+			}
 			res, err := queries.Run(ctx, queries.RunOptions{Query: q, Source: src, Events: events, Env: opts})
+			stopProfile()
 			os.RemoveAll(dir)
 			if ctx.Err() != nil {
 				return fmt.Errorf("nexmark report interrupted during %s on %s", q.Name, backend)
@@ -500,6 +509,26 @@ func runNexmarkReport(cmd *cobra.Command, f nexmarkReportFlags) error {
 		return fmt.Errorf("nexmark report: %d runs failed (%s); their rows say why", len(failed), strings.Join(failed, ", "))
 	}
 	return nil
+}
+
+// startProfile starts a CPU profile into dir/name, when dir is set, and
+// returns the function that stops it.
+func startProfile(dir, name string) (stop func(), err error) {
+	if dir == "" {
+		return func() {}, nil
+	}
+	pf, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		return nil, fmt.Errorf("cannot write a CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(pf); err != nil {
+		pf.Close()
+		return nil, fmt.Errorf("cannot start a CPU profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		pf.Close()
+	}, nil
 }
 
 func reportRow(r queries.Result, backend string) string {

@@ -97,7 +97,8 @@ func TestNexmarkRunInputOutput(t *testing.T) {
 }
 
 func TestNexmarkReport(t *testing.T) {
-	stdout, stderr, code := runWeir(t, "nexmark", "report", "--events", "5000", "--queries", "q0,q3", "--checkpoint-interval", "1s")
+	profiles := t.TempDir()
+	stdout, stderr, code := runWeir(t, "nexmark", "report", "--events", "5000", "--queries", "q0,q3", "--checkpoint-interval", "1s", "--cpu-profile-dir", profiles)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -111,6 +112,11 @@ func TestNexmarkReport(t *testing.T) {
 	if len(table) != 4 || !strings.HasPrefix(table[2], "| q0 | heap |") || !strings.HasPrefix(table[3], "| q3 | heap |") ||
 		!strings.Contains(table[2], "| 155 K | 379 K |") {
 		t.Fatalf("want a header, a rule and rows for q0 and q3 with Flink's figures:\n%s", stdout)
+	}
+	for _, name := range []string{"q0-heap.prof", "q3-heap.prof"} {
+		if fi, err := os.Stat(filepath.Join(profiles, name)); err != nil || fi.Size() == 0 {
+			t.Errorf("profile %s: %v", name, err)
+		}
 	}
 }
 
