@@ -354,6 +354,35 @@ func (c *JobClient) StopWithSavepoint(ctx context.Context, dir string) (string, 
 	return c.jm.TriggerSavepoint(ctx, dir, true)
 }
 
+// DrainWithSavepoint stops the job with a savepoint after draining it
+// (Flink's stop --drain): sources stop reading and emit the maximum
+// watermark, so that every event-time window and timer fires and its
+// results reach the sinks; then the savepoint is taken, sinks commit, and
+// the job stops; it returns the savepoint's path. A job restored from it
+// starts after the drained input, with no window left to fire. If the
+// savepoint fails, the sources read on (the maximum watermark is already
+// out: later records are late for event-time operators).
+func (c *JobClient) DrainWithSavepoint(ctx context.Context, dir string) (string, error) {
+	if dir == "" && c.info.opts.Checkpointing.SavepointDir == "" {
+		return "", errors.New("no savepoint directory: pass one or set a default savepoint directory")
+	}
+	sources := c.info.sourceTasks()
+	for _, t := range sources {
+		// The savepoint's trigger, mailed to the same tasks later, runs
+		// after the drain.
+		if err := t.Post(ctx, t.Drain()); err != nil && !errors.Is(err, runtime.ErrTaskEnded) {
+			return "", fmt.Errorf("drain %s: %w", t.Name(), err)
+		}
+	}
+	path, err := c.jm.TriggerSavepoint(ctx, dir, true)
+	if err != nil {
+		for _, t := range sources {
+			t.Post(context.WithoutCancel(ctx), t.Undrain()) // ErrTaskEnded: nothing to resume
+		}
+	}
+	return path, err
+}
+
 // CheckpointStats describes one checkpoint (or savepoint).
 type CheckpointStats = jobmaster.CheckpointStats
 

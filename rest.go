@@ -44,6 +44,7 @@ type jobInfo struct {
 	end        time.Time
 	cancelling bool
 	exceptions []rest.ExceptionInfo // newest first
+	sources    []*iruntime.Task     // the current attempt's source tasks
 }
 
 func newJobInfo(opts Options, name string, jg *graph.JobGraph) *jobInfo {
@@ -60,9 +61,22 @@ func (i *jobInfo) deployed(attempt int, tasks []*iruntime.Task) {
 	i.metrics.SetTasks(attempt, ms)
 	i.mu.Lock()
 	defer i.mu.Unlock()
+	i.sources = i.sources[:0]
+	for _, t := range tasks {
+		if t.IsSource() {
+			i.sources = append(i.sources, t)
+		}
+	}
 	if !i.status.Terminal() {
 		i.status = rest.JobRunning
 	}
+}
+
+// sourceTasks returns the current attempt's source tasks.
+func (i *jobInfo) sourceTasks() []*iruntime.Task {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return slices.Clone(i.sources)
 }
 
 // failed records the failure of an attempt (jobmaster.Options.OnFailure).
@@ -207,6 +221,10 @@ func (j restJob) Vertices() []rest.VertexInfo {
 				BytesUnknown: true,
 			}
 			vi.BackPressuredRatio = m.MaxBackPressuredRatio
+			for k, name := range m.Operators {
+				vi.Operators = append(vi.Operators, rest.OperatorRecords{Name: name,
+					ReadRecords: m.OperatorRecordsIn[k], WriteRecords: m.OperatorRecordsOut[k]})
+			}
 		} else if st.Terminal() {
 			vi.Status, vi.EndTime = terminalTaskStatus(st), end
 		}
@@ -274,6 +292,13 @@ func (j restJob) TriggerSavepoint(ctx context.Context, dir string) (string, erro
 func (j restJob) StopWithSavepoint(ctx context.Context, dir string) (string, error) {
 	return j.c.StopWithSavepoint(ctx, dir)
 }
+
+// DrainWithSavepoint makes a restJob a rest.Drainer.
+func (j restJob) DrainWithSavepoint(ctx context.Context, dir string) (string, error) {
+	return j.c.DrainWithSavepoint(ctx, dir)
+}
+
+var _ rest.Drainer = restJob{}
 
 func (j restJob) Cancel() {
 	j.c.info.requestCancel()

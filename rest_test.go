@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/connectors/collect"
 	"github.com/weirstream/weir/connectors/datagen"
 	"github.com/weirstream/weir/connectors/print"
 	"github.com/weirstream/weir/internal/rest"
@@ -228,6 +230,58 @@ func TestRESTServesARealJob(t *testing.T) {
 	}
 }
 
+// TestOperatorRecordsOfARealJob: every operator of a chain reports its
+// records in and out, in GET /jobs/{id} and in Prometheus, exactly.
+func TestOperatorRecordsOfARealJob(t *testing.T) {
+	t.Parallel()
+	env := weir.NewEnvironment(weir.Options{Parallelism: 2, JobID: "ops"})
+	env.FromSource("numbers", datagen.Generator(1000, func(i int64) int64 { return i })).
+		Map("double", func(i int64) int64 { return 2 * i }).
+		Filter("keep", func(i int64) bool { return i%8 == 0 }).
+		Rebalance().
+		FlatMap("twice", func(i int64, out weir.Collector[int64]) { out.Collect(i); out.Collect(-i) }).
+		SinkTo("out", print.Sink(io.Discard, print.Options[int64]{}))
+	job, err := env.ExecuteAsync(context.Background(), "rest-ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	base := serveREST(t, job)
+	d := getJSON[rest.JobDetailsInfo](t, base+"/jobs/ops")
+	want := [][]rest.JobVertexOperator{
+		{{Name: "numbers", ReadRecords: 0, WriteRecords: 1000}, {Name: "double", ReadRecords: 1000, WriteRecords: 1000}, {Name: "keep", ReadRecords: 1000, WriteRecords: 250}},
+		{{Name: "twice", ReadRecords: 250, WriteRecords: 500}, {Name: "out", ReadRecords: 500, WriteRecords: 0}},
+	}
+	if len(d.Vertices) != len(want) {
+		t.Fatalf("%d vertices, want %d: %+v", len(d.Vertices), len(want), d.Vertices)
+	}
+	for i, v := range d.Vertices {
+		if !slices.Equal(v.Operators, want[i]) {
+			t.Errorf("vertex %q operators %+v, want %+v", v.Name, v.Operators, want[i])
+		}
+	}
+	if d.Vertices[0].Metrics.WriteRecords != 250 || d.Vertices[1].Metrics.ReadRecords != 250 {
+		t.Errorf("vertex figures %+v / %+v: want 250 records between them", d.Vertices[0].Metrics, d.Vertices[1].Metrics)
+	}
+	fams := scrape(t, base)
+	for _, c := range []struct {
+		name, op string
+		want     float64
+	}{
+		{"weir_taskmanager_job_task_operator_numRecordsIn", "double", 1000},
+		{"weir_taskmanager_job_task_operator_numRecordsOut", "keep", 250},
+		{"weir_taskmanager_job_task_operator_numRecordsIn", "twice", 250},
+		{"weir_taskmanager_job_task_operator_numRecordsOut", "twice", 500},
+		{"weir_taskmanager_job_task_operator_numRecordsOut", "out", 0},
+	} {
+		if v, ok := sample(fams, c.name, map[string]string{"job_id": "ops", "operator_name": c.op}); !ok || v != c.want {
+			t.Errorf("%s{operator_name=%q} = %v (present %v), want %v", c.name, c.op, v, ok, c.want)
+		}
+	}
+}
+
 // TestRESTBadInputOnARealJob sends malformed bodies, unknown ids and wrong
 // methods to every endpoint of a running job: each gets a 4xx JSON error.
 func TestRESTBadInputOnARealJob(t *testing.T) {
@@ -267,7 +321,7 @@ func TestRESTBadInputOnARealJob(t *testing.T) {
 		{"POST", "/jobs/bad/savepoints", `{"target-directory": 5}`, 400},
 		{"POST", "/jobs/bad/savepoints", `{} {}`, 400},
 		{"POST", "/jobs/bad/stop", `not json`, 400},
-		{"POST", "/jobs/bad/stop", `{"drain": true}`, 400},
+		{"POST", "/jobs/bad/stop", `{"drain": "yes"}`, 400},
 		{"GET", "/no/such/path", "", 404},
 		{"GET", "/metrics/extra", "", 404},
 	}
@@ -610,5 +664,89 @@ func TestRESTToken(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("GET %s with the token: %d", path, resp.StatusCode)
 		}
+	}
+}
+
+// tally counts records per key.
+type tally struct{ Key, N int64 }
+
+// drainJob is a bounded, rate-limited job of n records with event time
+// (record i at i ms) counted per key in tumbling event-time windows of an
+// hour: all its records fall in one window per key, which fires only at
+// the maximum watermark.
+func drainJob(id string, n int64, rate float64, restore string) (*weir.Environment, *collect.Collector[tally]) {
+	env := weir.NewEnvironment(weir.Options{Parallelism: 2, JobID: id, Restore: restore})
+	sink := collect.New[tally]()
+	env.FromSource("numbers", datagen.Generator(n, func(i int64) int64 { return i }).
+		WithOptions(datagen.Options{RecordsPerSecond: rate, BatchSize: 100}),
+		weir.ForMonotonousTimestamps[int64]().WithTimestampAssigner(func(i, _ int64) int64 { return i })).
+		Map("tally", func(i int64) tally { return tally{Key: i % 3, N: 1} }).
+		KeyBy(func(t tally) int64 { return t.Key }).
+		Window(weir.TumblingEventTimeWindows(time.Hour)).
+		Reduce("count", func(a, b tally) tally { return tally{Key: a.Key, N: a.N + b.N} }).
+		SinkTo("out", sink)
+	return env, sink
+}
+
+func total(ts []tally) (n int64) {
+	for _, t := range ts {
+		n += t.N
+	}
+	return n
+}
+
+// TestRESTStopWithDrain: POST /jobs/{id}/stop with "drain": true fires the
+// open event-time windows before the savepoint; without drain they stay
+// in the savepoint and fire after a restore, at the end of the input.
+// Either way every record is counted once.
+func TestRESTStopWithDrain(t *testing.T) {
+	t.Parallel()
+	const n = 1_000_000
+	for _, drain := range []bool{true, false} {
+		t.Run(fmt.Sprintf("drain=%v", drain), func(t *testing.T) {
+			dir := t.TempDir()
+			id := fmt.Sprintf("drain-%v", drain)
+			env, sink := drainJob(id, n, 20000, "")
+			job, err := env.ExecuteAsync(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { job.Cancel(); job.Wait() })
+			base := serveREST(t, job)
+			eventually(t, "records to reach the window", func() bool {
+				d := getJSON[rest.JobDetailsInfo](t, base+"/jobs/"+id)
+				return len(d.Vertices) == 2 && d.Vertices[1].Metrics.ReadRecords > 0
+			})
+			code, b := call(t, "POST", base+"/jobs/"+id+"/stop", fmt.Sprintf(`{"targetDirectory": %q, "drain": %v}`, dir, drain))
+			if code != http.StatusAccepted {
+				t.Fatalf("POST stop: %d %s", code, b)
+			}
+			var trig rest.TriggerResponse
+			json.Unmarshal(b, &trig)
+			op := pollOperation(t, base+"/jobs/"+id+"/savepoints/"+trig.RequestID)
+			if op.Operation == nil || op.Operation.Location == nil {
+				t.Fatalf("stop: %+v", op.Operation)
+			}
+			if err := job.Wait(); err != nil {
+				t.Fatalf("job after stop: %v", err)
+			}
+			first := sink.Results()
+			switch {
+			case drain && (len(first) != 3 || total(first) <= 0 || total(first) >= n):
+				t.Fatalf("drained: windows %+v, want one per key with part of the %d records", first, n)
+			case !drain && len(first) != 0:
+				t.Fatalf("stopped without drain: windows %+v fired, want none", first)
+			}
+
+			// The rest of the input, from the savepoint, unthrottled.
+			env2, sink2 := drainJob(id, n, 0, *op.Operation.Location)
+			if err := env2.Execute(context.Background(), id); err != nil {
+				t.Fatal(err)
+			}
+			after := sink2.Results()
+			if len(after) != 3 || total(first)+total(after) != n {
+				t.Errorf("after the restore: windows %+v (before the stop %+v), want one per key and %d records in all", after, first, n)
+			}
+		})
 	}
 }

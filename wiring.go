@@ -15,22 +15,30 @@ type port[T any] struct {
 
 // output builds subtask s's Output for the port: the chained consumers'
 // inputs and a record writer per non-chained edge.
+// The port's records are counted once, whatever the number of its edges
+// (the operator's records out; the records in of its chained consumers).
 func (p *port[T]) output(bc *buildCtx, s int) runtime.Output[T] {
 	var outs []runtime.Output[T]
+	var chained []int
 	for _, e := range p.edges {
 		if bc.jg.Chained[e.id] {
 			outs = append(outs, e.to.chainedInput(bc, s))
+			chained = append(chained, bc.chainIndex(e.to.target()))
 		} else {
 			outs = append(outs, e.writer(bc, s))
 		}
 	}
+	var out runtime.Output[T]
 	switch len(outs) {
 	case 0:
-		return runtime.Discard[T]{}
+		out = runtime.Discard[T]{}
 	case 1:
-		return outs[0]
+		out = outs[0]
+	default:
+		out = runtime.FanOut[T](outs)
 	}
-	return runtime.FanOut[T](outs)
+	counter := runtime.MetricsOf(bc.task(p.node, s)).NewCounter(bc.chainIndex(p.node), chained)
+	return &runtime.CountingOutput[T]{Out: out, Counter: counter}
 }
 
 // sidePort is the untyped face of a side-output port.

@@ -68,8 +68,54 @@ type Task struct {
 	status     atomic.Int32
 	start, end atomic.Int64 // Unix nanoseconds; 0 before
 
-	mu                  sync.Mutex // guards the rates
+	mu                  sync.Mutex // guards the rates and the counters' wiring
 	backPressured, idle Rate
+	// counters are the task's operator counters, in creation order;
+	// opIn[i] and opOut[i] those whose sum is operator i's records in and
+	// out (opIn[0] is unused: the head's records in are RecordsIn).
+	counters    []*Counter
+	opIn, opOut [][]*Counter
+}
+
+// Counter counts the records an operator emits on one output. N is a
+// plain integer that only the task's goroutine touches: it adds 1 per
+// record (no atomic instruction, no shared cache line) and publishes N
+// for readers with Task.Publish, once per batch or wait of its loop.
+type Counter struct {
+	N   int64
+	pub atomic.Int64
+}
+
+// Load returns the count last published.
+func (c *Counter) Load() int64 { return c.pub.Load() }
+
+// NewCounter returns a counter of the records operator from (an index in
+// Operators) emits on one of its outputs, which are also the records in of
+// the chained operators to (the operators fed directly by that output; a
+// chained operator has exactly one input). Called while the task is built,
+// before it runs. It panics on an index out of range (a wiring bug).
+func (t *Task) NewCounter(from int, to []int) *Counter {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(t.Operators)
+	if t.opIn == nil {
+		t.opIn, t.opOut = make([][]*Counter, n), make([][]*Counter, n)
+	}
+	c := &Counter{}
+	t.counters = append(t.counters, c)
+	t.opOut[from] = append(t.opOut[from], c)
+	for _, i := range to {
+		t.opIn[i] = append(t.opIn[i], c)
+	}
+	return c
+}
+
+// Publish makes the counters' current values visible to readers. Only the
+// task's goroutine may call it.
+func (t *Task) Publish() {
+	for _, c := range t.counters {
+		c.pub.Store(c.N)
+	}
 }
 
 // NewTask returns the metrics of subtask subtask (of parallelism) of a
@@ -114,6 +160,14 @@ type TaskSnapshot struct {
 	BackPressuredRatio float64 // recent share of time backpressured, 0 to 1
 	IdleRatio          float64 // recent share of time idle, 0 to 1
 	BusyRatio          float64 // 1 - the two others, while running
+	// OperatorRecordsIn and OperatorRecordsOut are the records into and
+	// out of each operator of the chain (indexed like Task.Operators), as
+	// Flink's operator-scope numRecordsIn/numRecordsOut: the head's records
+	// in are RecordsIn (0 in a source task), a chained operator's are the
+	// records its upstream operator emitted to it, an operator's records out
+	// are those it emitted on all its outputs (main and side; 0 for sinks).
+	// They lag the counting by at most one batch (see Counter).
+	OperatorRecordsIn, OperatorRecordsOut []int64
 }
 
 // Snapshot returns the task's figures at now. The ratios are measured over
@@ -131,6 +185,7 @@ func (t *Task) Snapshot(now time.Time) TaskSnapshot {
 		InputWatermark:  t.InputWatermark.Load(),
 		OutputWatermark: t.OutputWatermark.Load(),
 	}
+	s.OperatorRecordsIn, s.OperatorRecordsOut = t.operatorRecords(s.RecordsIn)
 	if s.Start.IsZero() {
 		return s
 	}
@@ -150,6 +205,29 @@ func (t *Task) Snapshot(now time.Time) TaskSnapshot {
 	s.IdleRatio = clamp01(min(s.IdleRatio, 1-s.BackPressuredRatio))
 	s.BusyRatio = clamp01(1 - s.BackPressuredRatio - s.IdleRatio)
 	return s
+}
+
+// operatorRecords sums the published counters per operator.
+func (t *Task) operatorRecords(headIn int64) (in, out []int64) {
+	n := len(t.Operators)
+	if n == 0 {
+		return nil, nil
+	}
+	in, out = make([]int64, n), make([]int64, n)
+	in[0] = headIn
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range t.opIn {
+		if i > 0 {
+			for _, c := range t.opIn[i] {
+				in[i] += c.Load()
+			}
+		}
+		for _, c := range t.opOut[i] {
+			out[i] += c.Load()
+		}
+	}
+	return in, out
 }
 
 func unixNano(n int64) time.Time {
@@ -240,6 +318,9 @@ type Vertex struct {
 	MinInputWatermark         int64   // the vertex's input watermark
 	MinOutputWatermark        int64
 	Operators                 []string
+	// OperatorRecordsIn and OperatorRecordsOut sum the subtasks' figures
+	// per operator (see TaskSnapshot).
+	OperatorRecordsIn, OperatorRecordsOut []int64
 }
 
 // Vertices groups the current attempt's tasks by vertex, in the order of
@@ -254,7 +335,8 @@ func (j *Job) Vertices(now time.Time) []Vertex {
 			i = len(out)
 			index[t.Vertex] = i
 			out = append(out, Vertex{ID: t.Vertex, Name: t.Name, Operators: t.Operators,
-				Subtasks: make([]TaskSnapshot, t.Parallelism), MinInputWatermark: math.MaxInt64, MinOutputWatermark: math.MaxInt64})
+				Subtasks: make([]TaskSnapshot, t.Parallelism), MinInputWatermark: math.MaxInt64, MinOutputWatermark: math.MaxInt64,
+				OperatorRecordsIn: make([]int64, len(t.Operators)), OperatorRecordsOut: make([]int64, len(t.Operators))})
 		}
 		v := &out[i]
 		s := t.Snapshot(now)
@@ -263,6 +345,10 @@ func (j *Job) Vertices(now time.Time) []Vertex {
 		}
 		v.RecordsIn += s.RecordsIn
 		v.RecordsOut += s.RecordsOut
+		for k := range min(len(v.OperatorRecordsIn), len(s.OperatorRecordsIn)) {
+			v.OperatorRecordsIn[k] += s.OperatorRecordsIn[k]
+			v.OperatorRecordsOut[k] += s.OperatorRecordsOut[k]
+		}
 		v.BackPressured += s.BackPressured
 		v.Idle += s.Idle
 		v.Busy += s.Busy

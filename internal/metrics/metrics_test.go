@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -100,5 +101,48 @@ func TestVertexAggregation(t *testing.T) {
 				t.Errorf("vertex %+v: want status %s, ended %v, start t0, records summed, min watermark", v, tt.want, tt.ended)
 			}
 		})
+	}
+}
+
+func TestOperatorCounters(t *testing.T) {
+	// src -> a -> {b, c}: a's output feeds b and c (a fan-out), a's side
+	// output feeds nothing chained (a writer); c is a sink.
+	task := NewTask("1-0", "1", "src -> a -> b -> c", 0, 1, []string{"src", "a", "b", "c"})
+	task.RecordsIn.Store(0)
+	srcOut := task.NewCounter(0, []int{1})
+	aMain := task.NewCounter(1, []int{2, 3})
+	aSide := task.NewCounter(1, nil)
+	bOut := task.NewCounter(2, nil)
+	srcOut.N, aMain.N, aSide.N, bOut.N = 10, 7, 2, 5
+
+	before := task.Snapshot(at(time.Second))
+	if !slices.Equal(before.OperatorRecordsIn, []int64{0, 0, 0, 0}) || !slices.Equal(before.OperatorRecordsOut, []int64{0, 0, 0, 0}) {
+		t.Fatalf("before Publish: in %v out %v, want zeros", before.OperatorRecordsIn, before.OperatorRecordsOut)
+	}
+	task.Publish()
+	s := task.Snapshot(at(time.Second))
+	if want := []int64{0, 10, 7, 7}; !slices.Equal(s.OperatorRecordsIn, want) {
+		t.Errorf("records in %v, want %v", s.OperatorRecordsIn, want)
+	}
+	if want := []int64{10, 9, 5, 0}; !slices.Equal(s.OperatorRecordsOut, want) {
+		t.Errorf("records out %v, want %v", s.OperatorRecordsOut, want)
+	}
+
+	// A consumer task: the head's records in are the task's.
+	other := NewTask("2-0", "2", "d", 0, 2, []string{"d"})
+	other.RecordsIn.Store(4)
+	other2 := NewTask("2-1", "2", "d", 1, 2, []string{"d"})
+	other2.RecordsIn.Store(3)
+	c := other2.NewCounter(0, nil)
+	c.N = 1
+	other2.Publish()
+	job := NewJob("j", "j")
+	job.SetTasks(0, []*Task{task, other, other2})
+	vs := job.Vertices(at(time.Second))
+	if len(vs) != 2 || !slices.Equal(vs[1].OperatorRecordsIn, []int64{7}) || !slices.Equal(vs[1].OperatorRecordsOut, []int64{1}) {
+		t.Fatalf("vertices %+v: want d with 7 in and 1 out", vs)
+	}
+	if !slices.Equal(vs[0].OperatorRecordsOut, []int64{10, 9, 5, 0}) {
+		t.Errorf("vertex 1 records out %v", vs[0].OperatorRecordsOut)
 	}
 }

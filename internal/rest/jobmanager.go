@@ -145,6 +145,17 @@ type VertexInfo struct {
 	BackPressuredRatio float64
 	// Inputs are the vertex's inputs, one per edge into it.
 	Inputs []VertexInput
+	// Operators are the chain's operators, head first, with their record
+	// counts summed over the subtasks; nil when the job does not count
+	// them.
+	Operators []OperatorRecords
+}
+
+// OperatorRecords are one chained operator's records in and out (Flink's
+// operator-scope numRecordsIn and numRecordsOut).
+type OperatorRecords struct {
+	Name                      string
+	ReadRecords, WriteRecords int64
 }
 
 // IOMetrics are a vertex's record and byte counters and its accumulated
@@ -155,9 +166,12 @@ type IOMetrics struct {
 	BackPressuredTime         time.Duration
 	IdleTime                  time.Duration
 	BusyTime                  time.Duration
-	// BytesUnknown says ReadBytes and WriteBytes are not counted (records
-	// between local tasks are never serialized); the API then reports
-	// read-bytes-complete and write-bytes-complete false.
+	// BytesUnknown says ReadBytes and WriteBytes are not counted: they
+	// count only the bytes of serialized exchanges between tasks (Flink's
+	// numBytesIn/numBytesOut of network channels), and the local runtime
+	// has none (its channels carry Go values), so they are 0; the API then
+	// reports read-bytes-complete and write-bytes-complete false. The
+	// cluster runtime will count them on its TCP transport.
 	BytesUnknown bool
 }
 

@@ -172,6 +172,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 				AccumulatedBusyTime:          m.BusyTime.Milliseconds(),
 			},
 			BackPressure: JobVertexBackPressure{Level: backPressureLevel(v.BackPressuredRatio), Ratio: clampRatio(v.BackPressuredRatio)},
+			Operators:    operatorsJSON(v.Operators),
 		})
 		node := JobPlanNode{ID: v.ID, Parallelism: v.Parallelism, Description: v.Name}
 		for i, in := range v.Inputs {
@@ -286,4 +287,15 @@ func optional(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+func operatorsJSON(ops []OperatorRecords) []JobVertexOperator {
+	if ops == nil {
+		return nil
+	}
+	out := make([]JobVertexOperator, len(ops))
+	for i, o := range ops {
+		out[i] = JobVertexOperator{Name: o.Name, ReadRecords: o.ReadRecords, WriteRecords: o.WriteRecords}
+	}
+	return out
 }

@@ -128,10 +128,29 @@ type JobVertexDetails struct {
 	// BackPressure is the vertex's backpressure (weir: Flink serves it at
 	// /jobs/{id}/vertices/{vid}/backpressure).
 	BackPressure JobVertexBackPressure `json:"backpressure"`
+	// Operators are the chain's operators, head first, with their records
+	// in and out summed over the subtasks (weir: Flink serves these as the
+	// operator-scope metrics numRecordsIn/numRecordsOut of
+	// /jobs/{id}/vertices/{vid}/metrics). The vertex's read-records are
+	// the head's records in, its write-records the records the tail sent
+	// to other tasks.
+	Operators []JobVertexOperator `json:"operators,omitempty"`
+}
+
+// JobVertexOperator is one chained operator in GET /jobs/{id}.
+type JobVertexOperator struct {
+	Name         string `json:"name"`
+	ReadRecords  int64  `json:"read-records"`
+	WriteRecords int64  `json:"write-records"`
 }
 
 // IOMetricsInfo are a vertex's counters.
 type IOMetricsInfo struct {
+	// ReadBytes and WriteBytes count the bytes of serialized exchanges
+	// between tasks only (Flink's numBytesIn/numBytesOut). The local
+	// runtime has none, its channels carry Go values: they are 0 and
+	// ReadBytesComplete and WriteBytesComplete are false. The cluster
+	// runtime will count them on its TCP transport.
 	ReadBytes                    int64 `json:"read-bytes"`
 	ReadBytesComplete            bool  `json:"read-bytes-complete"`
 	WriteBytes                   int64 `json:"write-bytes"`

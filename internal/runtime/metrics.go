@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/weirstream/weir/internal/metrics"
@@ -11,7 +12,9 @@ import (
 // A task's figures (metrics.Task) are counted where they cost least: record
 // writers and input channels add a batch's length once per batch, a send
 // reads the clock only when the queue is full, and the task reads the
-// clock only around the waits of an idle loop. Nothing is added per record.
+// clock only around the waits of an idle loop. Per record, only the
+// operators' outputs add 1 to a plain integer of the task
+// (CountingOutput); the task publishes those once per turn of its loop.
 
 // metricsBinder is implemented by the task's writers and inputs that count
 // into its metrics.Task.
@@ -33,6 +36,35 @@ func (t *Task) bindMetrics() {
 			b.bindMetrics(m)
 		}
 	}
+}
+
+// MetricsOf returns cfg.Metrics, creating it first when it is nil (from
+// the task's id, "<vertex>-<subtask>", and its chain's names), so that the
+// builder of a task can wire counters into it before NewTask.
+func MetricsOf(cfg *TaskConfig) *metrics.Task {
+	if cfg.Metrics == nil {
+		ops := make([]string, len(cfg.Chain))
+		for i, c := range cfg.Chain {
+			ops[i] = c.Name
+		}
+		vertex, _, _ := strings.Cut(cfg.ID, "-")
+		cfg.Metrics = metrics.NewTask(cfg.ID, vertex, cfg.Name, cfg.Subtask, cfg.Parallelism, ops)
+	}
+	return cfg.Metrics
+}
+
+// CountingOutput counts the records an operator emits on one output
+// (Flink's CountingOutput) and passes them on. The count is a plain
+// integer of the task goroutine (see metrics.Counter).
+type CountingOutput[T any] struct {
+	Out     Output[T]
+	Counter *metrics.Counter
+}
+
+// Emit implements Output.
+func (c *CountingOutput[T]) Emit(rec T, ts int64) {
+	c.Counter.N++
+	c.Out.Emit(rec, ts)
 }
 
 // Metrics returns the task's figures.

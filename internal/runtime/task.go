@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/weirstream/weir/connector"
@@ -85,6 +84,10 @@ type Task struct {
 	aligner  *checkpoint.Aligner
 	// finishRequested is set by the Finish mail.
 	finishRequested bool
+	// drained is set once a source task sent the maximum watermark (by
+	// the Drain mail or at the end of its input): it polls no more.
+	// inputEnded is set when its reader reached the end of its input.
+	drained, inputEnded bool
 	// barriers remembers the first barrier of each alignment in progress.
 	barriers map[int64]Event
 	// merger combines the watermarks of the input channels.
@@ -106,14 +109,7 @@ func NewTask(cfg TaskConfig) *Task {
 	if cfg.Timers == nil {
 		cfg.Timers = NewProcessingTimers(nil)
 	}
-	if cfg.Metrics == nil {
-		var ops []string
-		for _, c := range cfg.Chain {
-			ops = append(ops, c.Name)
-		}
-		vertex, _, _ := strings.Cut(cfg.ID, "-")
-		cfg.Metrics = metrics.NewTask(cfg.ID, vertex, cfg.Name, cfg.Subtask, cfg.Parallelism, ops)
-	}
+	MetricsOf(&cfg)
 	t := &Task{cfg: cfg, mailbox: make(chan Mail, 64), done: make(chan struct{}),
 		log: taskLogger(cfg.Logger, cfg.Name, cfg.Subtask)}
 	if ws, ok := cfg.Source.(WatermarkSource); ok {
@@ -168,6 +164,7 @@ func (t *Task) Run(ctx context.Context) (err error) {
 		if errors.Is(err, errStop) {
 			err = nil
 		}
+		t.cfg.Metrics.Publish()
 		t.cfg.Metrics.SetStatus(endStatus(ctx, err), time.Now())
 		close(t.done)
 		t.cfg.Timers.stop()
@@ -279,11 +276,18 @@ func (t *Task) runSource(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return context.Cause(ctx)
 		}
+		if t.drained {
+			if err := t.waitDrained(ctx); err != nil {
+				return err
+			}
+			continue
+		}
 		t.cfg.Cursor.Current = 0
 		status, err := src.Poll()
 		if err != nil {
 			return t.opError(0, err)
 		}
+		t.cfg.Metrics.Publish()
 		if t.cfg.CountRecords {
 			if rc, ok := src.(RecordCounter); ok {
 				if n := rc.TakeRecordCount(); n > 0 {
@@ -316,6 +320,7 @@ func (t *Task) runSource(ctx context.Context) error {
 				return context.Cause(ctx)
 			}
 		case connector.EndOfInput:
+			t.drained, t.inputEnded = true, true
 			if ws, ok := src.(WatermarkSource); ok {
 				t.cfg.Cursor.Current = 0
 				if err := ws.EndOfInput(); err != nil {
@@ -329,6 +334,57 @@ func (t *Task) runSource(ctx context.Context) error {
 		default:
 			return t.opError(0, fmt.Errorf("source reader returned unknown status %d", status))
 		}
+	}
+}
+
+// Drain is the mail of a stop with drain (Flink's stop --drain) for a
+// source task: its reader is polled no more, and the maximum watermark
+// goes through the chain and downstream (in band, after the records
+// already sent), so that every event-time window and timer fires before
+// the savepoint that follows. The task then waits for mail (the savepoint's
+// trigger, Stop). It does nothing in a task that is not a source or
+// already sent the maximum watermark.
+func (t *Task) Drain() Mail {
+	return func() error {
+		if t.cfg.Source == nil || t.drained {
+			return nil
+		}
+		t.drained = true
+		t.flushAll()
+		t.cfg.Cursor.Current = 0
+		if ws, ok := t.cfg.Source.(WatermarkSource); ok {
+			return ws.EndOfInput()
+		}
+		return t.EmitWatermarkOutput(watermark.Output{Advanced: true, Watermark: watermark.MaxWatermark})
+	}
+}
+
+// Undrain is the mail that resumes the polling of a drained source task,
+// when the savepoint of a stop with drain failed: the job goes on (its
+// event-time operators saw the maximum watermark already, so later records
+// are late for them, as in Flink). It does nothing once the input ended.
+func (t *Task) Undrain() Mail {
+	return func() error {
+		if !t.inputEnded {
+			t.drained = false
+		}
+		return nil
+	}
+}
+
+// waitDrained waits, in a drained source task, for mail or a timer.
+func (t *Task) waitDrained(ctx context.Context) error {
+	t.flushAll()
+	idle := time.Now()
+	select {
+	case m := <-t.mailbox:
+		t.idleFrom(idle)
+		return m()
+	case <-t.cfg.Timers.wait():
+		t.idleFrom(idle)
+		return t.cfg.Timers.fireDue()
+	case <-ctx.Done():
+		return context.Cause(ctx)
 	}
 }
 
@@ -463,6 +519,7 @@ func (t *Task) runInputs(ctx context.Context) error {
 			}
 		}
 		start++
+		t.cfg.Metrics.Publish()
 		if remaining == 0 {
 			// Mail sent before the end of input reached us (the final
 			// checkpoint's completion, which sinks commit on) runs first.

@@ -30,15 +30,17 @@
 //	    labels: job_id, job_name, task_id (the vertex id), task_name,
 //	            subtask_index, task_attempt_num, tm_id
 //
-//	weir_taskmanager_job_task_operator_numRecordsIn   the chain's head operator
-//	weir_taskmanager_job_task_operator_numRecordsOut  the chain's tail operator
+//	weir_taskmanager_job_task_operator_numRecordsIn   every operator of the chain
+//	weir_taskmanager_job_task_operator_numRecordsOut  every operator of the chain
 //	weir_taskmanager_job_task_operator_currentInputWatermark  (head)
 //	weir_taskmanager_job_task_operator_currentOutputWatermark (tail)
-//	    labels: the task's, and operator_name
+//	    labels: the task's, operator_id ("<vertex id>.<index in the
+//	            chain>", unique in the job) and operator_name
 //
-// Operator figures exist for the operators at the ends of a chain only:
-// records passed between chained operators are not counted (see package
-// metrics).
+// Records are counted per operator of a chain, as Flink's operator-scope
+// numRecordsIn/numRecordsOut (see package metrics for how, at the cost of
+// one plain increment per record and operator). Watermarks are the task's,
+// reported for the chain's head and tail.
 //
 // Nothing is counted twice: a Registry holds a collector that reads
 // metrics.Job and the checkpoint statistics at each scrape, in a private

@@ -60,7 +60,7 @@ const (
 var (
 	jobLabels  = []string{"job_id", "job_name"}
 	taskLabels = []string{"job_id", "job_name", "task_id", "task_name", "subtask_index", "task_attempt_num", "tm_id"}
-	opLabels   = append(append([]string(nil), taskLabels...), "operator_name")
+	opLabels   = append(append([]string(nil), taskLabels...), "operator_id", "operator_name")
 )
 
 func desc(name, help string, labels []string) *prometheus.Desc {
@@ -94,8 +94,8 @@ var (
 	taskWatermarkLag    = desc(taskPrefix+"watermarkLag", "How far the input watermark is behind the wall clock, in milliseconds.", taskLabels)
 	taskStateSize       = desc(taskPrefix+"checkpointedStateSize", "Bytes of the subtask's state in the latest completed checkpoint.", taskLabels)
 
-	opRecordsIn    = desc(opPrefix+"numRecordsIn", "Records into the chain's head operator.", opLabels)
-	opRecordsOut   = desc(opPrefix+"numRecordsOut", "Records out of the chain's tail operator.", opLabels)
+	opRecordsIn    = desc(opPrefix+"numRecordsIn", "Records into the operator (from the task's inputs for the chain's head, from the operator before it otherwise; 0 for sources).", opLabels)
+	opRecordsOut   = desc(opPrefix+"numRecordsOut", "Records the operator emitted, on all its outputs (0 for sinks).", opLabels)
 	opInWatermark  = desc(opPrefix+"currentInputWatermark", "The head operator's input watermark, in milliseconds since the epoch.", opLabels)
 	opOutWatermark = desc(opPrefix+"currentOutputWatermark", "The tail operator's output watermark, in milliseconds since the epoch.", opLabels)
 )
@@ -204,10 +204,16 @@ func collectJob(ch chan<- prometheus.Metric, j Job, now time.Time) {
 		if len(t.Operators) == 0 {
 			continue
 		}
-		head := append(tl[:len(tl):len(tl)], t.Operators[0])
-		tail := append(tl[:len(tl):len(tl)], t.Operators[len(t.Operators)-1])
-		counter(ch, opRecordsIn, float64(s.RecordsIn), head...)
-		counter(ch, opRecordsOut, float64(s.RecordsOut), tail...)
+		ol := func(k int) []string {
+			return append(tl[:len(tl):len(tl)], t.Vertex+"."+strconv.Itoa(k), t.Operators[k])
+		}
+		for k := range t.Operators {
+			if k < len(s.OperatorRecordsIn) {
+				counter(ch, opRecordsIn, float64(s.OperatorRecordsIn[k]), ol(k)...)
+				counter(ch, opRecordsOut, float64(s.OperatorRecordsOut[k]), ol(k)...)
+			}
+		}
+		head, tail := ol(0), ol(len(t.Operators)-1)
 		if s.InputWatermark != metrics.MinWatermark {
 			gauge(ch, opInWatermark, watermark(s.InputWatermark), head...)
 		}
