@@ -436,19 +436,24 @@ type RESTOptions struct {
 	// Port 0 picks a free port (see RESTServer.Addr). An address other than
 	// a loopback one needs Token.
 	Address string
-	// Token, when set, is the bearer token every request must carry
-	// ("Authorization: Bearer <token>"). Default: none (loopback only).
+	// Token, when set, is the bearer token every request to the API,
+	// /metrics and Handlers must carry ("Authorization: Bearer <token>").
+	// The web dashboard's files, served at "/", need none: the page asks
+	// for the token and sends it with its API requests. Default: none
+	// (loopback only).
 	Token string
-	// Handlers are mounted beside the API by ServeMux pattern (the web
-	// dashboard at "/"), behind the same authentication. "GET /metrics"
-	// is taken by Prometheus. Default: none.
+	// Handlers are mounted beside the API by ServeMux pattern, behind the
+	// same authentication. The web dashboard is served at "/" already (a
+	// handler matching its paths replaces it there); "GET /metrics" is
+	// taken by Prometheus. Default: none.
 	Handlers map[string]http.Handler
 	// Logger receives the server's logs. Default: discards everything.
 	Logger *slog.Logger
 }
 
-// RESTServer serves the REST API (modelled on Flink's, see DESIGN.md §12)
-// and Prometheus metrics at /metrics for the jobs of this process.
+// RESTServer serves the REST API (modelled on Flink's, see DESIGN.md §12),
+// Prometheus metrics at /metrics and the web dashboard at / for the jobs
+// of this process.
 //
 // Create it with NewRESTServer, add jobs with AddJob (before or while it
 // serves), and run Serve; Close (or the end of Serve's context) stops it
@@ -533,8 +538,9 @@ func (s *RESTServer) Addr() net.Addr {
 	return s.srv.Addr()
 }
 
-// Handler is the server's handler, to mount in an http.Server of one's own
-// instead of calling Serve.
+// Handler is the server's handler (the API, the dashboard, /metrics and
+// RESTOptions.Handlers, with the token check), to mount in an http.Server
+// of one's own instead of calling Serve.
 func (s *RESTServer) Handler() http.Handler { return s.srv.Handler() }
 
 // Close stops Serve and waits for every goroutine the server started. It

@@ -38,18 +38,28 @@
 // The server knows weir only through the small JobManager and Job
 // interfaces; internal/rest/resttest has an in-memory implementation.
 //
+// # The dashboard
+//
+// The server serves the web dashboard (internal/web) itself, at "/": a
+// GET or HEAD of "/" or of one of its files gets the file. Nothing needs
+// mounting for it. A handler of Options.Handlers whose pattern matches the
+// path wins over the dashboard (a handler at "/" replaces it).
+//
 // # Security
 //
 // The server listens on 127.0.0.1:8081 by default. With Options.Token set,
-// every request (the dashboard and /metrics included) needs
-// "Authorization: Bearer <token>"; Validate refuses an address reachable
-// from other machines without a token.
+// every request to the API and to Options.Handlers (/metrics included)
+// needs "Authorization: Bearer <token>", or gets 401; Validate refuses an
+// address reachable from other machines without a token. The dashboard's
+// own files are the exception: they are served without the token (a
+// browser cannot attach one to the navigation that loads the page, and the
+// files hold no data); the page asks for the token and sends it with every
+// API request it makes.
 //
 // # Usage
 //
 //	srv, err := rest.New(jm, rest.Options{Token: token, Handlers: map[string]http.Handler{
-//		"/":            dashboard,
-//		"GET /metrics": promhttp.Handler(),
+//		"GET /metrics": promhttp.Handler(), // the dashboard is served at "/" already
 //	}})
 //	if err != nil { ... }
 //	defer srv.Close()

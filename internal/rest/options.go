@@ -21,15 +21,20 @@ type Options struct {
 	// An address other than a loopback one (127.0.0.0/8, ::1, localhost)
 	// needs Token.
 	Address string
-	// Token, when set, is the bearer token every request must carry
-	// ("Authorization: Bearer <token>"); others get 401. Default: none
-	// (allowed on loopback addresses only).
+	// Token, when set, is the bearer token every request to the API and
+	// to Handlers must carry ("Authorization: Bearer <token>"); others get
+	// 401. The dashboard's files are served without it (the page sends the
+	// token the user enters with its API requests). Default: none (allowed
+	// on loopback addresses only).
 	Token string
-	// Handlers are mounted beside the API, by ServeMux pattern: the web
-	// dashboard at "/" and Prometheus at "GET /metrics". They see every
-	// request whose path is not the API's (/overview, /config, /jobs…,
-	// /taskmanagers…, /v1/…) and are behind the same authentication.
-	// Default: none (other paths get a JSON 404).
+	// Handlers are mounted beside the API, by ServeMux pattern, e.g.
+	// Prometheus at "GET /metrics". They may not claim a path of the API
+	// (/overview, /config, /jobs…, /taskmanagers…, /v1/…) and are behind
+	// the same authentication. The server serves the web dashboard at "/"
+	// itself (internal/web); a handler whose pattern matches one of its
+	// paths wins (a handler at "/" replaces the dashboard). Default: none
+	// (paths that are neither the API's nor the dashboard's get a JSON
+	// 404).
 	Handlers map[string]http.Handler
 	// CheckpointHistory is the number of most recent checkpoints
 	// GET /jobs/{id}/checkpoints lists (Flink's web.checkpoints.history).

@@ -95,8 +95,8 @@ func isAPIPath(p string) bool {
 	return strings.HasPrefix(p, "/jobs/") || strings.HasPrefix(p, "/taskmanagers/")
 }
 
-// Handler returns the server's handler: authentication, the API and
-// Options.Handlers. Asynchronous operations it starts end at Close.
+// Handler returns the server's handler: authentication, the API, the
+// web dashboard and Options.Handlers. Asynchronous operations it starts end at Close.
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
 // Serve listens on Options.Address and serves until ctx is done or Close
