@@ -140,6 +140,12 @@ type windowOp[K comparable, T any, W Window, R, OUT any] struct {
 	pt       *runtime.ProcessingTimers
 	assigned []W
 	setBuf   []W
+	// sets holds, for the keys seen lately (at most maxHotKeys), a copy
+	// of the key's _window_set entries (merging only): writes go to both,
+	// and a record reads the copy instead of listing the key's entries in
+	// state (a prefix scan on pebble, over the entries that merges
+	// deleted). Empty after a restore: filled from state on first use.
+	sets map[K][]W
 	// mergeSessions is window.MergeSession when W is TimeWindow (merging
 	// assigners are session windows).
 	mergeSessions func(existing []W, nw W) (W, []W)
@@ -180,6 +186,7 @@ func (o *windowOp[K, T, W, R, OUT]) Open() error {
 		if o.set, err = newNSValue[K, W, bool](b, "_window_set", wc, codec.Bool()); err != nil {
 			return err
 		}
+		o.sets = make(map[K][]W)
 		var ok bool
 		if o.mergeSessions, ok = any(window.MergeSession).(func([]W, W) (W, []W)); !ok {
 			return fmt.Errorf("merging windows of type %T: only session windows (TimeWindow) merge", *new(W))
@@ -315,12 +322,16 @@ func (o *windowOp[K, T, W, R, OUT]) deleteCleanup(w W) {
 // timers), and returns the window the record belongs to; false when that
 // window is late.
 func (o *windowOp[K, T, W, R, OUT]) mergeInto(nw W) (W, bool) {
-	o.setBuf = slices.AppendSeq(o.setBuf[:0], o.set.Namespaces())
+	key := o.ctx.keyed.backend.CurrentKey()
+	cur := o.sessionsOf(key)
+	o.setBuf = append(o.setBuf[:0], cur...)
 	result, merged := o.mergeSessions(o.setBuf, nw)
 	if o.isWindowLate(result) {
 		return result, false
 	}
 	merged = slices.DeleteFunc(merged, func(m W) bool { return m == result })
+	cur = slices.DeleteFunc(cur, func(w W) bool { return w == result || slices.Contains(merged, w) })
+	o.sets[key] = append(cur, result)
 	if len(merged) > 0 {
 		var count int64
 		for _, m := range merged {
@@ -350,15 +361,27 @@ func (o *windowOp[K, T, W, R, OUT]) mergeInto(nw W) (W, bool) {
 	return result, true
 }
 
+// sessionsOf returns the session windows in flight of key, the current
+// key (o.sets, filled from state when key is not in it).
+func (o *windowOp[K, T, W, R, OUT]) sessionsOf(key K) []W {
+	if cur, ok := o.sets[key]; ok {
+		return cur
+	}
+	if len(o.sets) >= maxHotKeys {
+		clear(o.sets)
+	}
+	cur := slices.Collect(o.set.Namespaces())
+	o.sets[key] = cur
+	return cur
+}
+
 // inFlight reports whether w is a window of the current key: a merged
 // session window's timers may still fire once.
 func (o *windowOp[K, T, W, R, OUT]) inFlight(w W) bool {
 	if !o.cfg.merging {
 		return true
 	}
-	o.set.SetCurrentNamespace(w)
-	_, ok := o.set.Value()
-	return ok
+	return slices.Contains(o.sessionsOf(o.ctx.keyed.backend.CurrentKey()), w)
 }
 
 func (o *windowOp[K, T, W, R, OUT]) onEventTime(_ K, w W, ts int64) error {
@@ -398,6 +421,14 @@ func (o *windowOp[K, T, W, R, OUT]) clearAll(w W) {
 	if o.cfg.merging {
 		o.set.SetCurrentNamespace(w)
 		o.set.Clear()
+		key := o.ctx.keyed.backend.CurrentKey()
+		if cur, ok := o.sets[key]; ok {
+			if cur = slices.DeleteFunc(cur, func(c W) bool { return c == w }); len(cur) > 0 {
+				o.sets[key] = cur
+			} else {
+				delete(o.sets, key) // the key may not come back: do not keep it
+			}
+		}
 	}
 }
 
