@@ -1,16 +1,20 @@
 // weir dashboard: a single-page application over weir's Flink-shaped REST
 // API. Plain JavaScript, no framework, no build step. Pages are hash routes;
 // each page has mount (builds its skeleton once) and refresh (fetches and
-// redraws its data), and refresh runs again at the interval GET /config
-// reports, without reloading the page.
+// redraws its data), and refresh runs again at the interval chosen in the
+// top bar (off, 1 s, 3 s, 10 s; kept in localStorage), or else the one
+// GET /config reports (3 s by default), without reloading the page.
 "use strict";
 
 const SVGNS = "http://www.w3.org/2000/svg";
 const TOKEN_KEY = "weir.token";
+const REFRESH_KEY = "weir.refresh"; // localStorage: the chosen refresh interval in ms, "0" for off
+const REFRESH_CHOICES = [0, 1000, 3000, 10000];
 const MAX_KEPT_CHECKPOINTS = 200; // per job, for the charts
 
 const app = {
-  refreshMs: 3000,
+  refreshMs: 3000,  // the interval in use; 0: no automatic refresh
+  serverRefreshMs: 3000, // GET /config's refresh-interval, used when none was chosen
   token: sessionStorage.getItem(TOKEN_KEY) || "",
   page: null,       // the current page: {refresh()}
   generation: 0,    // bumped at every route change; stale answers are dropped
@@ -217,7 +221,7 @@ async function tick(gen) {
     await app.page.refresh(gen);
     if (gen === app.generation) {
       showBanner("");
-      setLive(true, `live · ${fmtClock(Date.now())}`);
+      setLive(true, `${app.refreshMs > 0 ? "live" : "updated"} · ${fmtClock(Date.now())}`);
     }
   } catch (e) {
     if (gen === app.generation) reportError(e);
@@ -226,7 +230,7 @@ async function tick(gen) {
     if (app.again) {
       app.again = false;
       tick(app.generation);
-    } else if (gen === app.generation) {
+    } else if (gen === app.generation && app.refreshMs > 0) {
       app.timer = setTimeout(() => tick(gen), app.refreshMs);
     }
   }
@@ -974,17 +978,53 @@ async function start() {
     else sessionStorage.removeItem(TOKEN_KEY);
     loadConfig().then(refreshNow);
   });
+  applyRefresh(); // the stored choice, before GET /config answers
+  $("refresh-interval").addEventListener("change", (ev) => {
+    if (ev.target.value === "") localStorage.removeItem(REFRESH_KEY);
+    else localStorage.setItem(REFRESH_KEY, ev.target.value);
+    applyRefresh();
+    refreshNow(); // now, then at the new interval
+  });
   window.addEventListener("hashchange", route);
   document.addEventListener("visibilitychange", () => { if (!document.hidden) refreshNow(); });
   await loadConfig();
   route();
 }
 
+// chosenRefresh is the refresh interval chosen in the selector (kept in
+// localStorage), or null when none was chosen (or the stored value is not
+// a choice).
+function chosenRefresh() {
+  const v = localStorage.getItem(REFRESH_KEY);
+  if (v === null || !/^\d+$/.test(v)) return null;
+  const ms = Number(v);
+  return REFRESH_CHOICES.includes(ms) ? ms : null;
+}
+
+// applyRefresh sets the interval in use and shows it in the selector: the
+// chosen one, else the server's (an extra "default" entry when it is none
+// of the choices).
+function applyRefresh() {
+  const chosen = chosenRefresh();
+  app.refreshMs = chosen ?? app.serverRefreshMs;
+  const sel = $("refresh-interval");
+  sel.querySelector("option[data-server]")?.remove();
+  if (chosen === null && !REFRESH_CHOICES.includes(app.serverRefreshMs)) {
+    sel.append(el("option", { value: "", "data-server": true, text: `${fmtMs(app.serverRefreshMs)} (server)` }));
+    sel.value = "";
+  } else {
+    sel.value = String(app.refreshMs);
+  }
+}
+
+function fmtMs(ms) { return ms >= 1000 ? `${ms / 1000} s` : `${ms} ms`; }
+
 // loadConfig reads the refresh interval and version from GET /config.
 async function loadConfig() {
   try {
     const c = await api("config");
-    if (c["refresh-interval"] > 0) app.refreshMs = Math.max(200, c["refresh-interval"]);
+    if (c["refresh-interval"] > 0) app.serverRefreshMs = Math.max(200, c["refresh-interval"]);
+    applyRefresh();
     const v = c["weir-version"] || "";
     $("version").textContent = `${/^\d/.test(v) ? "v" + v : v}${c["weir-revision"] ? " · " + c["weir-revision"].slice(0, 8) : ""}`;
   } catch (e) {
