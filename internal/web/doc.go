@@ -17,10 +17,12 @@
 //
 // A job page has buttons to trigger a checkpoint (polling its trigger id),
 // take a savepoint (into a directory given in a field) and cancel the job
-// (after a confirmation). Pages refresh by polling, at the interval GET
-// /config reports. When the API requires a bearer token, the user enters it
-// in the token field; it is kept in sessionStorage and sent as the
-// Authorization header of every API request.
+// (after a confirmation). Pages refresh by polling, at the interval chosen
+// in the top bar (off, 1 s, 3 s or 10 s, kept in localStorage under
+// "weir.refresh"), or else the one GET /config reports (3 s by default).
+// When the API requires a bearer token, the user enters it in the token
+// field; it is kept in sessionStorage and sent as the Authorization header
+// of every API request.
 //
 // The dashboard uses relative URLs only, so it also works behind a reverse
 // proxy that mounts the API under a path prefix.
