@@ -3,6 +3,9 @@ package pebble
 import (
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/weirstream/weir/codec"
@@ -268,3 +271,92 @@ func benchMap(b *testing.B, kind string) benchMapState {
 	names, groups := benchKeys(10_000)
 	return benchMapState{be, s, names, groups}
 }
+
+// BenchmarkIncrementalChurn measures what incremental checkpoints upload
+// in a steady state: 1M keys of 100 random bytes, then 30 rounds of 1% of
+// the keys updated at random and an incremental snapshot. A round uploads
+// the data files its snapshot holds and the one before did not (a flush,
+// and every file a compaction wrote since). It reports the mean and the
+// worst round as a percentage of the full state (the canonical snapshot's
+// bytes), as incremental_size_test.go's proof does for 5 rounds. One
+// iteration takes about 20 s: run it with -benchtime 1x.
+func BenchmarkIncrementalChurn(b *testing.B) {
+	const keys, rounds = 1_000_000, 30
+	for b.Loop() {
+		mean, worst := incrementalChurn(b, keys, rounds)
+		b.ReportMetric(mean, "mean-%")
+		b.ReportMetric(worst, "worst-%")
+	}
+}
+
+func incrementalChurn(b *testing.B, keys, rounds int) (mean, worst float64) {
+	dir := b.TempDir()
+	be := newPebble(b, keygroup.Range{Start: 0, End: maxPar}, codec.String(), Options{Dir: dir + "/db", CacheSize: DefaultCacheSize, MemTableSize: DefaultMemTableSize})
+	v, err := NewValueState(be, "v", codec.Bytes())
+	if err != nil {
+		b.Fatal(err)
+	}
+	names, groups := benchKeys(keys)
+	rng := rand.New(rand.NewPCG(1, 2))
+	val := make([]byte, 100)
+	put := func(i int) {
+		be.SetCurrentKey(names[i], groups[i])
+		for j := range val {
+			val[j] = byte(rng.Uint32())
+		}
+		v.Update(val)
+	}
+	for i := range keys {
+		put(i)
+	}
+	var prev map[string]bool
+	var total int64
+	var most int64
+	for round := 0; round <= rounds; round++ {
+		if round > 0 {
+			for range keys / 100 {
+				put(rng.IntN(keys))
+			}
+		}
+		chk := fmt.Sprintf("%s/chk-%d", dir, round)
+		files, err := be.SnapshotIncremental(int64(round+1), chk)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cur := make(map[string]bool, len(files))
+		var up int64
+		for _, f := range files {
+			cur[f] = true
+			if prev[f] {
+				continue
+			}
+			fi, err := os.Stat(filepath.Join(chk, f))
+			if err != nil {
+				b.Fatal(err)
+			}
+			up += fi.Size()
+		}
+		if round > 0 {
+			total += up
+			most = max(most, up)
+			if err := os.RemoveAll(fmt.Sprintf("%s/chk-%d", dir, round-1)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		prev = cur
+	}
+	full, err := be.Snapshot(int64(rounds + 2))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer full.Release()
+	var cw countWriter
+	if _, err := full.WriteState(&cw); err != nil {
+		b.Fatal(err)
+	}
+	return 100 * float64(total) / float64(rounds) / float64(cw), 100 * float64(most) / float64(cw)
+}
+
+type countWriter int64
+
+func (c *countWriter) Write(p []byte) (int, error) { *c += countWriter(len(p)); return len(p), nil }

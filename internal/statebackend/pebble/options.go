@@ -148,13 +148,14 @@ func (o *Options) dbOptions(cache *pebble.Cache, readOnly bool) *pebble.Options 
 		// to 64 MiB. A small base level of small files keeps each
 		// compaction, and what the next checkpoint uploads, smaller: with
 		// 1M keys of 100 bytes and 1% of them updated between checkpoints,
-		// 30 checkpoints uploaded 7.2-8.2% of the state each on average
-		// instead of 11.6-13.7%, and 27-31% at worst instead of 50-59%
-		// (measured on the database alone, as incremental_size_test.go
-		// does). Leveled compaction of updates spread over every key still
-		// rewrites each byte several times: the 5% of issue 4 is not met by
-		// every checkpoint. The extra levels cost point reads more files;
-		// bloom filters let a read skip the files without the key.
+		// 30 checkpoints uploaded 6.2-6.3% of the state each on average
+		// instead of 8.2-9.0%, and 32-36% at worst instead of 49-60%
+		// (BenchmarkIncrementalChurn, which measures what
+		// incremental_size_test.go does for 5 checkpoints). Leveled
+		// compaction of updates spread over every key still rewrites each
+		// byte several times: the 5% of issue 4 is not met by every
+		// checkpoint. The extra levels cost point reads more files; bloom
+		// filters let a read skip the files without the key.
 		LBaseMaxBytes: lBaseMaxBytes,
 	}
 	for i := range opts.TargetFileSizes {
