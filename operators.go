@@ -18,6 +18,7 @@ func (lifecycle) Close() error  { return nil }
 
 type mapOp[T, U any] struct {
 	lifecycle
+	inCount
 	fn  func(T) U
 	out runtime.Output[U]
 	cur *runtime.Cursor
@@ -26,11 +27,13 @@ type mapOp[T, U any] struct {
 
 func (o *mapOp[T, U]) Emit(rec T, ts int64) {
 	o.cur.Current = o.idx
+	o.in.N++
 	o.out.Emit(o.fn(rec), ts)
 }
 
 type flatMapOp[T, U any] struct {
 	lifecycle
+	inCount
 	fn   func(T, Collector[U])
 	coll collector[U]
 	ts   int64
@@ -40,12 +43,14 @@ type flatMapOp[T, U any] struct {
 
 func (o *flatMapOp[T, U]) Emit(rec T, ts int64) {
 	o.cur.Current = o.idx
+	o.in.N++
 	o.ts = ts
 	o.fn(rec, &o.coll)
 }
 
 type filterOp[T any] struct {
 	lifecycle
+	inCount
 	keep func(T) bool
 	out  runtime.Output[T]
 	cur  *runtime.Cursor
@@ -54,6 +59,7 @@ type filterOp[T any] struct {
 
 func (o *filterOp[T]) Emit(rec T, ts int64) {
 	o.cur.Current = o.idx
+	o.in.N++
 	if o.keep(rec) {
 		o.out.Emit(rec, ts)
 	}
@@ -80,6 +86,7 @@ func (o openClose[C]) close() error {
 }
 
 type processOp[T, U any] struct {
+	inCount
 	fn   ProcessFunction[T, U]
 	ctx  *Context
 	coll collector[U]
@@ -103,6 +110,7 @@ func (o *processOp[T, U]) NotifyCheckpointAborted(id int64) error {
 
 func (o *processOp[T, U]) Emit(rec T, ts int64) {
 	o.cur.Current = o.idx
+	o.in.N++
 	o.ctx.ts = ts
 	if err := o.fn.ProcessElement(o.ctx, rec, &o.coll); err != nil {
 		runtime.Fail(err)
@@ -110,6 +118,7 @@ func (o *processOp[T, U]) Emit(rec T, ts int64) {
 }
 
 type sinkOp[T any] struct {
+	inCount
 	sink connector.Sink[T]
 	env  *opEnv
 	w    connector.Writer[T]
@@ -143,6 +152,7 @@ func (o *sinkOp[T]) Open() error {
 
 func (o *sinkOp[T]) Emit(rec T, _ int64) {
 	o.env.cursor.Current = o.env.index
+	o.in.N++
 	if err := o.w.Write(rec); err != nil {
 		runtime.Fail(err)
 	}

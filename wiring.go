@@ -2,6 +2,7 @@ package weir
 
 import (
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/runtime"
 )
 
@@ -15,17 +16,29 @@ type port[T any] struct {
 
 // output builds subtask s's Output for the port: the chained consumers'
 // inputs and a record writer per non-chained edge.
-// The port's records are counted once, whatever the number of its edges
-// (the operator's records out; the records in of its chained consumers).
+// The port's records (the operator's records out, and the records in of
+// its chained consumers: each gets every record) are counted once, at the
+// least cost: by the first chained consumer that counts the records it
+// receives (recordsInCounter: a plain increment in its Emit), else by a
+// CountingOutput around the port's outputs (one more call per record).
 func (p *port[T]) output(bc *buildCtx, s int) runtime.Output[T] {
+	m := runtime.MetricsOf(bc.task(p.node, s))
+	from := bc.chainIndex(p.node)
 	var outs []runtime.Output[T]
-	var chained []int
+	var uncounted []int // chained consumers that do not count
 	for _, e := range p.edges {
-		if bc.jg.Chained[e.id] {
-			outs = append(outs, e.to.chainedInput(bc, s))
-			chained = append(chained, bc.chainIndex(e.to.target()))
-		} else {
+		if !bc.jg.Chained[e.id] {
 			outs = append(outs, e.writer(bc, s))
+			continue
+		}
+		in := e.to.chainedInput(bc, s)
+		outs = append(outs, in)
+		j := bc.chainIndex(e.to.target())
+		if rc, ok := in.(recordsInCounter); ok {
+			m.AddCounter(rc.recordsIn(), from, []int{j})
+			from = -1 // counted
+		} else {
+			uncounted = append(uncounted, j)
 		}
 	}
 	var out runtime.Output[T]
@@ -37,9 +50,24 @@ func (p *port[T]) output(bc *buildCtx, s int) runtime.Output[T] {
 	default:
 		out = runtime.FanOut[T](outs)
 	}
-	counter := runtime.MetricsOf(bc.task(p.node, s)).NewCounter(bc.chainIndex(p.node), chained)
-	return &runtime.CountingOutput[T]{Out: out, Counter: counter}
+	if from < 0 && len(uncounted) == 0 {
+		return out
+	}
+	return &runtime.CountingOutput[T]{Out: out, Counter: m.NewCounter(from, uncounted)}
 }
+
+// recordsInCounter is implemented by operators that count the records
+// their Emit receives (inCount).
+type recordsInCounter interface {
+	recordsIn() *metrics.Counter
+}
+
+// inCount counts the records into an operator: a plain integer of the
+// task goroutine (metrics.Counter), incremented in the operator's Emit at
+// the cost of one add, and published by the task.
+type inCount struct{ in metrics.Counter }
+
+func (c *inCount) recordsIn() *metrics.Counter { return &c.in }
 
 // sidePort is the untyped face of a side-output port.
 type sidePort interface {

@@ -380,3 +380,26 @@ func TestClientExitStatus(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q", code, stdout)
 	}
 }
+
+// TestClientStopWithDrain: weir stop --drain asks the JobManager for a
+// stop with drain, and a job that supports it stops.
+func TestClientStopWithDrain(t *testing.T) {
+	jm := resttest.NewJobManager()
+	job := jm.Add(resttest.NewJob("events", "Events").Drainable())
+	srv, err := rest.New(jm, rest.Options{Address: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(context.Background()) }()
+	defer func() { srv.Close(); <-served }()
+	<-srv.Ready()
+	stdout, stderr, err := runClient("stop", "events", "--drain", "--dir", "/sp", "--jobmanager", srv.Addr().String())
+	if err != nil {
+		t.Fatalf("stop --drain: %v\nstderr: %s", err, stderr)
+	}
+	matchLines(t, stdout, []string{`^Job events stopped with savepoint /sp/savepoint-[0-9a-f]{6}$`})
+	if st := job.Status(); st != rest.JobFinished {
+		t.Errorf("job status %s after stop --drain, want FINISHED", st)
+	}
+}

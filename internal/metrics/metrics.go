@@ -90,24 +90,33 @@ type Counter struct {
 func (c *Counter) Load() int64 { return c.pub.Load() }
 
 // NewCounter returns a counter of the records operator from (an index in
-// Operators) emits on one of its outputs, which are also the records in of
-// the chained operators to (the operators fed directly by that output; a
-// chained operator has exactly one input). Called while the task is built,
-// before it runs. It panics on an index out of range (a wiring bug).
+// Operators; -1 for none) emits on one of its outputs, which are also the
+// records in of the chained operators to (the operators fed directly by
+// that output; a chained operator has exactly one input). Called while the
+// task is built, before it runs. It panics on an index out of range (a
+// wiring bug).
 func (t *Task) NewCounter(from int, to []int) *Counter {
+	c := &Counter{}
+	t.AddCounter(c, from, to)
+	return c
+}
+
+// AddCounter is NewCounter with a counter of the caller's (e.g. a field of
+// an operator that counts the records it receives).
+func (t *Task) AddCounter(c *Counter, from int, to []int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := len(t.Operators)
 	if t.opIn == nil {
 		t.opIn, t.opOut = make([][]*Counter, n), make([][]*Counter, n)
 	}
-	c := &Counter{}
 	t.counters = append(t.counters, c)
-	t.opOut[from] = append(t.opOut[from], c)
+	if from >= 0 {
+		t.opOut[from] = append(t.opOut[from], c)
+	}
 	for _, i := range to {
 		t.opIn[i] = append(t.opIn[i], c)
 	}
-	return c
 }
 
 // Publish makes the counters' current values visible to readers. Only the
