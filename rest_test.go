@@ -750,3 +750,31 @@ func TestRESTStopWithDrain(t *testing.T) {
 		})
 	}
 }
+
+// TestRESTStopWithDrainFailedSavepoint: when the savepoint of a stop with
+// drain fails, the sources read on and the job keeps running.
+func TestRESTStopWithDrainFailedSavepoint(t *testing.T) {
+	t.Parallel()
+	_, base := restJob(t, "drainfail", nil, nil)
+	j := base + "/jobs/drainfail"
+	written := func() int64 {
+		d := getJSON[rest.JobDetailsInfo](t, j)
+		return d.Vertices[0].Metrics.WriteRecords
+	}
+	eventually(t, "records to flow", func() bool { return written() > 0 })
+	code, b := call(t, "POST", j+"/stop", `{"targetDirectory": "nosuchscheme://x", "drain": true}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("POST stop: %d %s", code, b)
+	}
+	var trig rest.TriggerResponse
+	json.Unmarshal(b, &trig)
+	op := pollOperation(t, j+"/savepoints/"+trig.RequestID)
+	if op.Operation == nil || op.Operation.FailureCause == nil {
+		t.Fatalf("stop into a bad directory: %+v, want a failure", op.Operation)
+	}
+	after := written()
+	eventually(t, "records to flow again", func() bool { return written() > after })
+	if d := getJSON[rest.JobDetailsInfo](t, j); d.State != rest.JobRunning {
+		t.Errorf("job state %s after a failed stop, want RUNNING", d.State)
+	}
+}
