@@ -114,3 +114,61 @@ func TestTaskMetricsWatermarks(t *testing.T) {
 		t.Errorf("watermarks in %d out %d, want 50 and 50", m.InputWatermark.Load(), m.OutputWatermark.Load())
 	}
 }
+
+// endlessSource always has more; it counts its polls.
+type endlessSource struct{ polls int }
+
+func (s *endlessSource) Open() error { return nil }
+func (s *endlessSource) Poll() (connector.Status, error) {
+	s.polls++
+	return connector.MoreAvailable, nil
+}
+func (s *endlessSource) Available() <-chan struct{} { return nil }
+func (s *endlessSource) Close() error               { return nil }
+
+// TestTaskDrain: a drained source task polls its reader no more and has
+// sent the maximum watermark; Undrain resumes the polling; Stop ends it.
+func TestTaskDrain(t *testing.T) {
+	src := &endlessSource{}
+	task := NewTask(TaskConfig{ID: "1-0", Name: "src", Parallelism: 1, Source: src, Chain: []Chained{{Name: "src", Op: nopOp{}}}})
+	done := make(chan error, 1)
+	go func() { done <- task.Run(context.Background()) }()
+	ctx := context.Background()
+	// ask runs fn on the task goroutine and waits for it.
+	ask := func(fn func()) {
+		ran := make(chan struct{})
+		if err := task.Post(ctx, func() error { fn(); close(ran); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		<-ran
+	}
+	if err := task.Post(ctx, task.Drain()); err != nil {
+		t.Fatal(err)
+	}
+	var before, after int
+	var wm int64
+	ask(func() { before, wm = src.polls, task.Metrics().OutputWatermark.Load() })
+	for range 3 {
+		ask(func() { after = src.polls })
+	}
+	if after != before {
+		t.Errorf("a drained source was polled %d more times", after-before)
+	}
+	if wm != watermark.MaxWatermark {
+		t.Errorf("output watermark %d after the drain, want the maximum", wm)
+	}
+	if err := task.Post(ctx, task.Undrain()); err != nil {
+		t.Fatal(err)
+	}
+	// Polling resumes: a mail sees more polls eventually (the loop polls
+	// between two turns of its mailbox).
+	for after == before {
+		ask(func() { after = src.polls })
+	}
+	if err := task.Post(ctx, task.Stop()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Run after Stop: %v", err)
+	}
+}
