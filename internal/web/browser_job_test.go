@@ -36,6 +36,8 @@ func TestBrowserRunningJob(t *testing.T) {
 	b.waitFor(t, "the graph shows four vertices and three edges",
 		`document.querySelectorAll("#job-graph g.vertex").length === 4 && document.querySelectorAll("#job-graph g.edge").length === 3`)
 	b.waitFor(t, "records per second show", `[...document.querySelectorAll("#vertices-body tr td:nth-child(7)")].some((td) => td.textContent !== "—" && td.textContent !== "0")`)
+	b.waitFor(t, "every operator of the chains shows its records",
+		`document.querySelectorAll("#operators-body tr").length >= 5 && [...document.querySelectorAll("#operators-body tr td:nth-child(3)")].some((td) => td.textContent !== "0")`)
 	b.screenshot(t, "job-graph")
 
 	// The checkpoint history shows completed periodic checkpoints.

@@ -491,7 +491,14 @@ function graphView(jobId) {
           el("th", { class: "num", text: "In /s" }), el("th", { class: "num", text: "Out /s" }),
           el("th", { class: "num", text: "Bytes in" }), el("th", { class: "num", text: "Bytes out" }),
           el("th", { text: "Backpressure" }), el("th", { class: "num", text: "Duration" }))),
-        el("tbody", { id: "vertices-body" })))));
+        el("tbody", { id: "vertices-body" })))),
+    el("section", { class: "panel" },
+      el("h2", {}, "Operators", el("span", { class: "muted", text: "every operator of each chain, summed over its subtasks" })),
+      el("div", { class: "table-wrap" }, el("table", { id: "operators-table" },
+        el("thead", {}, el("tr", {},
+          el("th", { text: "Vertex" }), el("th", { text: "Operator" }),
+          el("th", { class: "num", text: "Records in" }), el("th", { class: "num", text: "Records out" }))),
+        el("tbody", { id: "operators-body" })))));
   return {
     root,
     async refresh(gen, job) {
@@ -513,6 +520,12 @@ function graphView(jobId) {
           el("td", { class: "num" }, meter(v.backpressure), `${fmtPercent(v.backpressure.ratio)} ${v.backpressure["backpressure-level"]}`),
           el("td", { class: "num", text: fmtDuration(v.duration) }));
       }));
+      fill("operators-body", job.vertices.flatMap((v) => (v.operators || []).map((o, i) =>
+        el("tr", { "data-vertex-id": v.id, "data-operator-index": i },
+          el("td", { text: i === 0 ? v.id : "" }),
+          el("td", { text: o.name }),
+          el("td", { class: "num", text: fmtCount(o["read-records"]) }),
+          el("td", { class: "num", text: fmtCount(o["write-records"]) })))));
     },
   };
 }
