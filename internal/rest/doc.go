@@ -8,7 +8,7 @@
 //	GET    /taskmanagers                               TaskManagers
 //	GET    /jobs                                       job ids and statuses
 //	GET    /jobs/overview                              jobs with times and task counts
-//	GET    /jobs/{jobid}                               job details: vertices, metrics, backpressure, plan
+//	GET    /jobs/{jobid}                               job details: vertices, metrics, operators, backpressure, plan
 //	PATCH  /jobs/{jobid}?mode=cancel                   cancel (202)
 //	GET    /jobs/{jobid}/exceptions[?maxExceptions=N]  failures, newest first
 //	GET    /jobs/{jobid}/checkpoints                   counts, summary, latest, history

@@ -8,7 +8,8 @@
 //	#/                              jobs overview and cluster figures
 //	#/jobs/{id}                     the job graph: vertices left to right in
 //	                                topological order, records/s in and out,
-//	                                backpressure colouring
+//	                                backpressure colouring; every chained
+//	                                operator's records in and out
 //	#/jobs/{id}/checkpoints         counts, summary, duration and size charts,
 //	                                history table, configuration
 //	#/jobs/{id}/checkpoints/{cid}   one checkpoint: a per-subtask timeline of
