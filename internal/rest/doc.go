@@ -21,6 +21,14 @@
 //	GET    /jobs/{jobid}/savepoints/{triggerid}        its status (also of /stop)
 //	POST   /jobs/{jobid}/stop                          stop with a savepoint (202 {"request-id"})
 //
+// A vertex's "metrics" are Flink's: read-records and write-records are the
+// records into the chain's head and out of its tail (every operator's are
+// under "operators"); read-bytes and write-bytes count the bytes of
+// serialized exchanges between tasks only, which the local runtime does not
+// have (its channels carry Go values): they are 0, with
+// read-bytes-complete and write-bytes-complete false. The cluster runtime
+// will count them on its TCP transport.
+//
 // Checkpoints, savepoints and stops are asynchronous operations, as in
 // Flink: the POST answers 202 with a request id at once, and the status
 // path answers {"status":{"id":"IN_PROGRESS"}} until it reports
