@@ -58,8 +58,9 @@ func (w *WindowedStream[K, T, W]) SideOutputLateData(tag OutputTag[T]) *Windowed
 // sliding window with Reduce or Aggregate (and the default trigger, no
 // allowed lateness) is sliced into panes of gcd(size, slide): a record
 // updates one pane, and a window's result combines its panes when it
-// fires. Slicing changes nothing in the results; this switch exists to
-// measure it.
+// fires. A tumbling window is one pane (the same operator: it keeps the
+// pane a key's records update in memory). Slicing changes nothing in the
+// results; this switch exists to measure it.
 func (w *WindowedStream[K, T, W]) DisableSlicing() *WindowedStream[K, T, W] {
 	w.noSlicing = true
 	return w
@@ -144,7 +145,7 @@ func (w *WindowedStream[K, T, W]) env() *Environment { return w.in.in.env }
 // panes.
 func (w *WindowedStream[K, T, W]) sliced() bool {
 	sp, ok := w.assigner.(specified)
-	return ok && sp.spec().kind == "sliding" && sp.spec().err == nil && w.trigger == nil && w.lateness == 0 && !w.noSlicing
+	return ok && (sp.spec().kind == "sliding" || sp.spec().kind == "tumbling") && sp.spec().err == nil && w.trigger == nil && w.lateness == 0 && !w.noSlicing
 }
 
 // config validates the windowed stream for the operator name and returns
