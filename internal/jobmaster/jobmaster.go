@@ -95,6 +95,7 @@ type JobMaster struct {
 	targets      map[int64]*runtime.BarrierOptions
 	lastRestored *Restored
 	everDone     bool // a checkpoint completed in this job at some point
+	doneInRun    bool // a checkpoint completed in the current attempt
 	metaDone     chan metaResult
 	metaWG       sync.WaitGroup
 	failure      error                             // FailJob
@@ -407,8 +408,19 @@ func (jm *JobMaster) initialRestore(ctx context.Context) (*Restored, error) {
 
 // restartPoint is the newest valid completed checkpoint, or the state the
 // job last started from when none completed since.
+//
+// After an attempt that completed a checkpoint, the candidates are checked
+// shallowly (metadata, and the sizes of their state files: the restore reads
+// and checks the files anyway); after one that restored and then failed
+// before completing any, deeply (every state file read for its checksum), so
+// that a checkpoint whose files are damaged is skipped instead of restored
+// again and again.
 func (jm *JobMaster) restartPoint(ctx context.Context) (*Restored, error) {
-	dir, md, skipped, err := jm.cs.Latest(ctx)
+	latest := jm.cs.Latest
+	if jm.doneInRun {
+		latest = jm.cs.LatestQuick
+	}
+	dir, md, skipped, err := latest(ctx)
 	for _, s := range skipped {
 		jm.log.Warn("skipping broken checkpoint", "err", s)
 	}
@@ -434,6 +446,7 @@ func (jm *JobMaster) runAttempt(ctx context.Context, attempt int, restore *Resto
 	jm.cancelRun = cancel
 	jm.failure = nil
 	jm.lastRestored = restore
+	jm.doneInRun = false
 	var restoredID int64
 	if restore != nil {
 		restoredID = restore.Metadata.ID
@@ -631,7 +644,7 @@ func (jm *JobMaster) handleDecisions(ctx context.Context) {
 			case checkpoint.Completed:
 				jm.stats.completed(d.Checkpoint.ID, time.UnixMilli(d.Checkpoint.CompletedAt))
 				if d.Checkpoint.Kind == checkpoint.KindCheckpoint {
-					jm.everDone = true
+					jm.everDone, jm.doneInRun = true, true
 					jm.shared.reg.Complete(d.Checkpoint.ID, nil)
 				}
 				jm.log.Info("checkpoint complete", "checkpoint", d.Checkpoint.ID, "kind", d.Checkpoint.Kind,

@@ -284,10 +284,14 @@ func (v *verifyingReader) Close() error { return v.r.Close() }
 // self-contained: its files must lie inside dir. Errors wrap ErrNotFound for
 // a missing file and ErrCorruptState for a damaged one or a bad path.
 func (s CheckpointStorage) Verify(ctx context.Context, dir string, m *checkpoint.Metadata) error {
+	return s.verify(ctx, dir, m, true)
+}
+
+func (s CheckpointStorage) verify(ctx context.Context, dir string, m *checkpoint.Metadata, deep bool) error {
 	for _, op := range m.Operators {
 		for _, st := range op.Subtasks {
 			for i, h := range st.Keyed {
-				if err := s.verifyHandle(ctx, dir, m.Kind, h); err != nil {
+				if err := s.verifyHandle(ctx, dir, m.Kind, h, deep); err != nil {
 					return fmt.Errorf("operator %q subtask %d keyed handle %d: %w", op.UID, st.Subtask, i, err)
 				}
 			}
@@ -296,14 +300,14 @@ func (s CheckpointStorage) Verify(ctx context.Context, dir string, m *checkpoint
 	return nil
 }
 
-func (s CheckpointStorage) verifyHandle(ctx context.Context, dir string, kind checkpoint.Kind, h checkpoint.KeyedStateHandle) error {
+func (s CheckpointStorage) verifyHandle(ctx context.Context, dir string, kind checkpoint.Kind, h checkpoint.KeyedStateHandle, deep bool) error {
 	if h.Incremental() {
 		if len(h.Files) == 0 {
 			return fmt.Errorf("incremental state: %w: no files", ErrCorruptState)
 		}
 		var total int64
 		for _, f := range h.Files {
-			if err := s.verifyFile(ctx, dir, kind, f.Path, f.Size, f.CRC); err != nil {
+			if err := s.verifyFile(ctx, dir, kind, f.Path, f.Size, f.CRC, deep); err != nil {
 				return err
 			}
 			total += f.Size
@@ -322,12 +326,12 @@ func (s CheckpointStorage) verifyHandle(ctx context.Context, dir string, kind ch
 		}
 		return nil
 	}
-	return s.verifyFile(ctx, dir, kind, h.Path, h.Size, h.CRC)
+	return s.verifyFile(ctx, dir, kind, h.Path, h.Size, h.CRC, deep)
 }
 
 // verifyFile checks the state file at path p, relative to dir, against its
 // size and CRC-32C.
-func (s CheckpointStorage) verifyFile(ctx context.Context, dir string, kind checkpoint.Kind, p string, size int64, crc uint32) error {
+func (s CheckpointStorage) verifyFile(ctx context.Context, dir string, kind checkpoint.Kind, p string, size int64, crc uint32, deep bool) error {
 	name, err := resolveStatePath(dir, p, kind == checkpoint.KindSavepoint)
 	if err != nil {
 		return err
@@ -340,6 +344,8 @@ func (s CheckpointStorage) verifyFile(ctx context.Context, dir string, kind chec
 		return fmt.Errorf("state file %s: %w", p, err)
 	case got != size:
 		return fmt.Errorf("state file %s: %w: %d bytes, want %d", p, ErrCorruptState, got, size)
+	case !deep:
+		return nil
 	}
 	r, err := s.Store.Open(ctx, name)
 	if err != nil {
@@ -474,13 +480,28 @@ func (s CheckpointStorage) MaxCheckpointID(ctx context.Context) (int64, error) {
 // effects exactly-once sinks already committed. ErrNoCheckpoint means no
 // usable checkpoint exists.
 func (s CheckpointStorage) Latest(ctx context.Context) (dir string, m *checkpoint.Metadata, skipped []error, err error) {
+	return s.latest(ctx, true)
+}
+
+// LatestQuick is Latest with a shallow check of each candidate: its
+// metadata is read and verified, and each state file it names must exist
+// with the recorded size, but no state file is read. A job master uses it to
+// restart from a checkpoint it saw complete in this process (restoring
+// reads, and checks, the files anyway), where Latest would read every state
+// file once more before the restore downloads it — for a large state on a
+// remote store, most of the time to recover.
+func (s CheckpointStorage) LatestQuick(ctx context.Context) (dir string, m *checkpoint.Metadata, skipped []error, err error) {
+	return s.latest(ctx, false)
+}
+
+func (s CheckpointStorage) latest(ctx context.Context, deep bool) (dir string, m *checkpoint.Metadata, skipped []error, err error) {
 	ids, err := s.Checkpoints(ctx)
 	if err != nil {
 		return "", nil, nil, err
 	}
 	for _, id := range slices.Backward(ids) {
 		dir := s.CheckpointDir(id)
-		m, err := s.check(ctx, dir, id)
+		m, err := s.check(ctx, dir, id, deep)
 		if err == nil {
 			return dir, m, skipped, nil
 		}
@@ -492,8 +513,9 @@ func (s CheckpointStorage) Latest(ctx context.Context) (dir string, m *checkpoin
 	return "", nil, skipped, fmt.Errorf("%w for job %q in %s", ErrNoCheckpoint, s.JobID, s.Store.URL())
 }
 
-// check reads and verifies the checkpoint in dir.
-func (s CheckpointStorage) check(ctx context.Context, dir string, id int64) (*checkpoint.Metadata, error) {
+// check reads and verifies the checkpoint in dir; deep reads every state
+// file for its checksum, otherwise only their sizes are checked.
+func (s CheckpointStorage) check(ctx context.Context, dir string, id int64, deep bool) (*checkpoint.Metadata, error) {
 	m, err := s.ReadMetadata(ctx, dir)
 	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("incomplete: no %s: %w", MetadataName, err)
@@ -504,7 +526,7 @@ func (s CheckpointStorage) check(ctx context.Context, dir string, id int64) (*ch
 	if id != 0 && m.ID != id {
 		return nil, fmt.Errorf("%w: %s holds checkpoint %d", checkpoint.ErrCorruptMetadata, MetadataName, m.ID)
 	}
-	if err := s.Verify(ctx, dir, m); err != nil {
+	if err := s.verify(ctx, dir, m, deep); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -550,7 +572,7 @@ func ResolveRestore(ctx context.Context, restorePath string) (Store, string, *ch
 	}
 	cs := CheckpointStorage{Store: store}
 	id, _ := ParseCheckpointDir(base)
-	m, err := cs.check(ctx, base, id)
+	m, err := cs.check(ctx, base, id, true)
 	if errors.Is(err, ErrNotFound) {
 		// Say which of "nothing there", "a file" and "a directory without
 		// metadata" it is: the fix differs.

@@ -359,6 +359,21 @@ func TestLatestSkipsDamagedCheckpoints(t *testing.T) {
 				}
 			}
 
+			// The quick check reads no state file: the bit flip in chk-5
+			// goes unseen (the restore's reads catch it), the truncated
+			// and missing files do not.
+			dir, m, skipped, err = cs.LatestQuick(ctx)
+			if err != nil || dir != "job/chk-5" || m.ID != 5 || len(skipped) != 4 {
+				t.Fatalf("LatestQuick = %q (id %v), skipped %v, %v; want job/chk-5 after skipping 9, 8, 7 and 6", dir, m, skipped, err)
+			}
+			if _, err := cs.ReadStateFile(ctx, dir, "a.state", 5, checksumOf("alpha")); !errors.Is(err, ErrCorruptState) {
+				t.Fatalf("reading chk-5's flipped file = %v, want ErrCorruptState", err)
+			}
+			put(t, st, "job/chk-5/a.state", "alph")
+			if dir, _, _, err := cs.LatestQuick(ctx); err != nil || dir != "job/chk-2" {
+				t.Fatalf("LatestQuick after truncating chk-5 = %q, %v; want job/chk-2", dir, err)
+			}
+
 			if max, err := cs.MaxCheckpointID(ctx); err != nil || max != 9 {
 				t.Fatalf("MaxCheckpointID = %d, %v; want 9", max, err)
 			}
@@ -600,3 +615,5 @@ func TestMetadataFileIsTheCodecs(t *testing.T) {
 		t.Fatal("the _metadata file differs from EncodeMetadata's bytes")
 	}
 }
+
+func checksumOf(s string) uint32 { return Checksum([]byte(s)) }
