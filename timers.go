@@ -85,18 +85,21 @@ type timerID[K comparable, N comparable] struct {
 // timerQueue orders timers by timestamp (then by registration) and finds
 // one by its id for deletion. Pure: no clock, no state.
 type timerQueue[K comparable, N comparable] struct {
-	items []queuedTimer[K, N]
-	index map[timerID[K, N]]int // position in items
+	items []*queuedTimer[K, N]
+	index map[timerID[K, N]]*queuedTimer[K, N]
 	seq   uint64
 }
 
+// queuedTimer knows its position in items: moving a timer in the heap
+// updates it, not the index map.
 type queuedTimer[K comparable, N comparable] struct {
 	id  timerID[K, N]
 	seq uint64
+	pos int
 }
 
 func newTimerQueue[K comparable, N comparable]() *timerQueue[K, N] {
-	return &timerQueue[K, N]{index: make(map[timerID[K, N]]int)}
+	return &timerQueue[K, N]{index: make(map[timerID[K, N]]*queuedTimer[K, N])}
 }
 
 // add queues id; it returns false if id is queued already.
@@ -105,17 +108,17 @@ func (q *timerQueue[K, N]) add(id timerID[K, N]) bool {
 		return false
 	}
 	q.seq++
-	heap.Push(q, queuedTimer[K, N]{id: id, seq: q.seq})
+	heap.Push(q, &queuedTimer[K, N]{id: id, seq: q.seq})
 	return true
 }
 
 // remove removes id; it returns false if id is not queued.
 func (q *timerQueue[K, N]) remove(id timerID[K, N]) bool {
-	i, ok := q.index[id]
+	t, ok := q.index[id]
 	if !ok {
 		return false
 	}
-	heap.Remove(q, i)
+	heap.Remove(q, t.pos)
 	return true
 }
 
@@ -139,12 +142,12 @@ func (q *timerQueue[K, N]) popDue(upTo int64) (timerID[K, N], bool) {
 	if len(q.items) == 0 || q.items[0].id.ts > upTo {
 		return timerID[K, N]{}, false
 	}
-	return heap.Pop(q).(queuedTimer[K, N]).id, true
+	return heap.Pop(q).(*queuedTimer[K, N]).id, true
 }
 
 func (q *timerQueue[K, N]) Len() int { return len(q.items) }
 func (q *timerQueue[K, N]) Less(i, j int) bool {
-	a, b := &q.items[i], &q.items[j]
+	a, b := q.items[i], q.items[j]
 	if a.id.ts != b.id.ts {
 		return a.id.ts < b.id.ts
 	}
@@ -152,18 +155,19 @@ func (q *timerQueue[K, N]) Less(i, j int) bool {
 }
 func (q *timerQueue[K, N]) Swap(i, j int) {
 	q.items[i], q.items[j] = q.items[j], q.items[i]
-	q.index[q.items[i].id] = i
-	q.index[q.items[j].id] = j
+	q.items[i].pos = i
+	q.items[j].pos = j
 }
 func (q *timerQueue[K, N]) Push(x any) {
-	t := x.(queuedTimer[K, N])
-	q.index[t.id] = len(q.items)
+	t := x.(*queuedTimer[K, N])
+	t.pos = len(q.items)
+	q.index[t.id] = t
 	q.items = append(q.items, t)
 }
 func (q *timerQueue[K, N]) Pop() any {
 	last := len(q.items) - 1
 	t := q.items[last]
-	q.items[last] = queuedTimer[K, N]{}
+	q.items[last] = nil
 	q.items = q.items[:last]
 	delete(q.index, t.id)
 	return t
