@@ -74,6 +74,12 @@ func (f *q5Count) ProcessElement(ctx *weir.KeyedContext[int64], _ int64, _ weir.
 	}
 	n, _ := f.panes.Get(pane)
 	f.panes.Put(pane, n+1)
+	if n > 0 {
+		// The pane's first record registered the timers of its windows
+		// that were not late then; none has fired since (a fired window's
+		// end is late now).
+		return nil
+	}
 	for end := pane + hopSlide; end <= pane+windowSize; end += hopSlide {
 		if !late(ctx, end) {
 			ctx.TimerService().RegisterEventTimeTimer(end - 1)
@@ -424,6 +430,11 @@ func (f *q12Windows) ProcessElement(ctx *weir.KeyedContext[int64], _ int64, _ we
 	start := floorDiv(ts.CurrentProcessingTime(), windowSize) * windowSize
 	n, _ := f.counts.Get(start)
 	f.counts.Put(start, n+1)
+	if n > 0 {
+		// The window's first record registered both timers, and the
+		// window has not fired (a fired window is removed).
+		return nil
+	}
 	ts.RegisterProcessingTimeTimer(start + windowSize - 1)
 	ts.RegisterEventTimeTimer(math.MaxInt64)
 	return nil
