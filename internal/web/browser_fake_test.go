@@ -149,6 +149,8 @@ func testPureFunctions(t *testing.T, b *browser) {
 		{"phases past the acknowledgement", `phases({start_delay:0,alignment:{duration:0},checkpoint:{sync:1,async:1},end_to_end_duration:1}).map((p)=>p.len)`, `[0,0,1,1,0]`},
 		{"durations", `[0,999,1500,61000,7260000,90000000,-1].map(fmtDuration)`, `["0 ms","999 ms","1.50 s","1m 01s","2h 01m","1d 01h","—"]`},
 		{"sizes", `[0,1023,1536,10*1048576,-1].map(fmtBytes)`, `["0 B","1023 B","1.50 KiB","10.0 MiB","—"]`},
+		{"bytes cells", `[bytesCell(2048, true), bytesCell(0, false)].map((c)=>[c.textContent, c.title])`,
+			`[["2.00 KiB",""],["–","not counted: records are exchanged in memory, unserialized"]]`},
 		{"fill keeps equal nodes", `(() => { const d = el("div"); fill(d, el("p", {text: "a", class: "x"}), "t"); const p = d.firstChild;
 			fill(d, el("p", {text: "b"}), "t"); return [p === d.firstChild, d.innerHTML]; })()`, `[true,"<p>b</p>t"]`},
 		{"fill replaces other elements", `(() => { const d = el("div"); fill(d, el("p", {}, "a"), el("i")); const p = d.firstChild;

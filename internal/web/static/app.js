@@ -119,6 +119,16 @@ function fmtDuration(ms) {
   return `${Math.floor(s / 86400)}d ${pad2(Math.floor(s / 3600) % 24)}h`;
 }
 
+// bytesCell shows a vertex's exchanged bytes, or a dash when they are not
+// counted (the "-complete" flag is false: the local runtime passes records
+// between tasks in memory, unserialized).
+function bytesCell(n, complete) {
+  if (!complete) {
+    return el("td", { class: "num muted", text: "–", title: "not counted: records are exchanged in memory, unserialized" });
+  }
+  return el("td", { class: "num", text: fmtBytes(n) });
+}
+
 function fmtBytes(n) {
   if (n === undefined || n === null || n < 0) return "—";
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -515,8 +525,8 @@ function graphView(jobId) {
           el("td", { class: "num", text: fmtCount(m["write-records"]) }),
           el("td", { class: "num", text: fmtRate(r.in) }),
           el("td", { class: "num", text: fmtRate(r.out) }),
-          el("td", { class: "num", text: fmtBytes(m["read-bytes"]) }),
-          el("td", { class: "num", text: fmtBytes(m["write-bytes"]) }),
+          bytesCell(m["read-bytes"], m["read-bytes-complete"]),
+          bytesCell(m["write-bytes"], m["write-bytes-complete"]),
           el("td", { class: "num" }, meter(v.backpressure), `${fmtPercent(v.backpressure.ratio)} ${v.backpressure["backpressure-level"]}`),
           el("td", { class: "num", text: fmtDuration(v.duration) }));
       }));
