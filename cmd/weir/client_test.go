@@ -63,6 +63,21 @@ func clientFixture(t *testing.T, opts rest.Options) (jm *resttest.JobManager, wc
 	return jm, wc, "http://" + srv.Addr().String()
 }
 
+// serveJM serves jm's REST API on a free loopback port until the test ends
+// and returns its host:port.
+func serveJM(t *testing.T, jm rest.JobManager) string {
+	t.Helper()
+	srv, err := rest.New(jm, rest.Options{Address: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(context.Background()) }()
+	t.Cleanup(func() { srv.Close(); <-served })
+	<-srv.Ready()
+	return srv.Addr().String()
+}
+
 // checkLeaks verifies, after the test's cleanups (registered later, so
 // run earlier), that no goroutine it started is left.
 func checkLeaks(t *testing.T) {
@@ -191,15 +206,8 @@ func matchLines(t *testing.T, out string, want []string) {
 }
 
 func TestClientListEmpty(t *testing.T) {
-	srv, err := rest.New(resttest.NewJobManager(), rest.Options{Address: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(context.Background()) }()
-	defer func() { srv.Close(); <-served }()
-	<-srv.Ready()
-	stdout, _, err := runClient("list", "--jobmanager", srv.Addr().String()) // host:port is enough
+	addr := serveJM(t, resttest.NewJobManager())
+	stdout, _, err := runClient("list", "--jobmanager", addr) // host:port is enough
 	if err != nil || stdout != "No jobs.\n" {
 		t.Fatalf("list: %q, %v", stdout, err)
 	}
@@ -386,15 +394,8 @@ func TestClientExitStatus(t *testing.T) {
 func TestClientStopWithDrain(t *testing.T) {
 	jm := resttest.NewJobManager()
 	job := jm.Add(resttest.NewJob("events", "Events").Drainable())
-	srv, err := rest.New(jm, rest.Options{Address: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(context.Background()) }()
-	defer func() { srv.Close(); <-served }()
-	<-srv.Ready()
-	stdout, stderr, err := runClient("stop", "events", "--drain", "--dir", "/sp", "--jobmanager", srv.Addr().String())
+	addr := serveJM(t, jm)
+	stdout, stderr, err := runClient("stop", "events", "--drain", "--dir", "/sp", "--jobmanager", addr)
 	if err != nil {
 		t.Fatalf("stop --drain: %v\nstderr: %s", err, stderr)
 	}
