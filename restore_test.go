@@ -802,3 +802,77 @@ func TestEveryNRecordsAndManualTrigger(t *testing.T) {
 	}
 	spSameMultiset(t, "checkpoints every 1000 records", sink.Results(), spWant(n))
 }
+
+// TestRestartSkipsCheckpointThatFailsToRestore: a restart after an attempt
+// that completed checkpoints checks the restart point shallowly, so a state
+// file damaged without a change of size is found only when the restore
+// reads it. That attempt fails; the next restart checks deeply, skips the
+// damaged checkpoint and restores the one before, instead of failing on the
+// same checkpoint until the restart strategy gives up. The two newest
+// checkpoints cover the same records, so the output stays exactly-once.
+func TestRestartSkipsCheckpointThatFailsToRestore(t *testing.T) {
+	t.Parallel()
+	ctx := spCtx(t)
+	const n, failAt = 4000, 2500
+	root := t.TempDir()
+	sink := collect.Transactional[string]()
+	allow := new(atomic.Int64)
+	allow.Store(1000)
+	opts := weir.Options{Parallelism: 2, JobID: "restartdamaged", Restart: "fixed-delay:attempts=5,delay=10ms"}
+	opts.Checkpointing = weir.CheckpointOptions{Storage: "file://" + root, Retained: 2}
+	var tap atomic.Int64
+	var failed atomic.Bool
+	counter := &spCounter{onElement: func(i int64) error {
+		if i == failAt && failed.CompareAndSwap(false, true) {
+			return errors.New("injected failure")
+		}
+		return nil
+	}}
+	env := weir.NewEnvironment(opts)
+	spBuildWith(env, spGate{n: n, allow: allow}, 1, sink, &tap, counter)
+	c, err := env.ExecuteAsync(ctx, "restartdamaged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	trigger := func() int64 {
+		t.Helper()
+		id, err := c.TriggerCheckpoint(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	spWait(t, "1000 records", 10*time.Second, func() bool { return tap.Load() == 1000 })
+	trigger()
+	allow.Store(2000)
+	spWait(t, "2000 records", 10*time.Second, func() bool { return tap.Load() == 2000 })
+	prev, newest := trigger(), trigger()
+	spWait(t, "the commits", 10*time.Second, func() bool { return sink.Len() == 2000 })
+
+	// Flip a byte in the middle of one of the newest checkpoint's keyed
+	// state files: same size, wrong checksum.
+	files, _ := filepath.Glob(filepath.Join(root, "restartdamaged", fmt.Sprint("chk-", newest), "count-*.keyed"))
+	if len(files) == 0 {
+		t.Fatalf("no keyed state file in chk-%d", newest)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0x5a
+	if err := os.WriteFile(files[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	allow.Store(n) // record failAt fails the attempt
+	if err := spWaitJob(t, c, 20*time.Second); err != nil {
+		t.Fatalf("the job did not get past the damaged checkpoint: %v", err)
+	}
+	if !failed.Load() {
+		t.Fatal("the injected failure did not happen")
+	}
+	if sum, _ := c.Checkpoints(); sum.Restored != prev {
+		t.Fatalf("restored %d, want %d (the newest, %d, is damaged)", sum.Restored, prev, newest)
+	}
+	spSameMultiset(t, "restarted past a damaged checkpoint", sink.Results(), spWant(n))
+}
