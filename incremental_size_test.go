@@ -29,11 +29,12 @@ type incSizeResult struct {
 	async    []time.Duration
 }
 
-func incSizeRun(tb testing.TB, keys, valueSize, updated, rounds int) incSizeResult {
+func incSizeRun(tb testing.TB, keys, valueSize, updated, rounds int, compactions bool) incSizeResult {
 	tb.Helper()
 	const maxPar = 128
 	dir := tb.TempDir()
-	b, err := pebble.New[string](keygroup.Range{Start: 0, End: maxPar}, codec.String(), pebble.Options{Dir: dir + "/db"})
+	b, err := pebble.New[string](keygroup.Range{Start: 0, End: maxPar}, codec.String(),
+		pebble.Options{Dir: dir + "/db", DisableCompactions: !compactions})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -109,20 +110,37 @@ var _ io.Writer = (*countingWriter)(nil)
 // TestIncrementalUploadsUnderFivePercent is the proof of issue 4: with 1M
 // keys of 100-byte values (over 100 MB of state) and 1% of the keys
 // updated between checkpoints, each incremental checkpoint uploads at most
-// 5% of the full state size. It takes a minute: it runs when
-// WEIR_INCREMENTAL_PROOF=1 (and never with -short); the default run checks
-// the same with 50k keys.
+// 5% of the full state size, with the database compacting as it does in a
+// job. It takes a minute: it runs when WEIR_INCREMENTAL_PROOF=1 (and never
+// with -short). It does not pass today: a compaction between two
+// checkpoints rewrites files the spread-out updates touch, and the next
+// checkpoint uploads them (BENCHMARKS.md §6b).
 func TestIncrementalUploadsUnderFivePercent(t *testing.T) {
-	keys := 50_000
-	if os.Getenv("WEIR_INCREMENTAL_PROOF") == "1" && !testing.Short() {
-		keys = 1_000_000
+	if os.Getenv("WEIR_INCREMENTAL_PROOF") != "1" || testing.Short() {
+		t.Skip("the proof at scale runs with WEIR_INCREMENTAL_PROOF=1; TestIncrementalUploadsNewFilesOnly runs in every test run")
 	}
+	checkIncrementalUploads(t, 1_000_000, true)
+}
+
+// TestIncrementalUploadsNewFilesOnly checks the mechanism of incremental
+// checkpoints in every test run: with compactions off, a checkpoint after
+// 1% of 50k keys were updated uploads the newly flushed files only, at most
+// 5% of the full state. (With compactions on, whether one runs between two
+// checkpoints depends on timing; the proof above measures that.)
+func TestIncrementalUploadsNewFilesOnly(t *testing.T) {
+	checkIncrementalUploads(t, 50_000, false)
+}
+
+func checkIncrementalUploads(t *testing.T, keys int, compactions bool) {
 	const rounds = 5
-	res := incSizeRun(t, keys, 100, keys/100, rounds)
+	res := incSizeRun(t, keys, 100, keys/100, rounds, compactions)
 	t.Logf("%d keys: full state %d bytes; first checkpoint uploaded %d bytes (sync %v, async %v)",
 		keys, res.full, res.uploaded[0], res.sync[0], res.async[0])
 	if keys == 1_000_000 && res.full < 100<<20 {
 		t.Errorf("full state is %d bytes, want >= 100 MiB", res.full)
+	}
+	if res.uploaded[0] < res.full/2 {
+		t.Errorf("the first checkpoint uploaded %d bytes of a %d-byte state: it must upload everything", res.uploaded[0], res.full)
 	}
 	for i := 1; i <= rounds; i++ {
 		ratio := float64(res.uploaded[i]) / float64(res.full)
@@ -130,6 +148,9 @@ func TestIncrementalUploadsUnderFivePercent(t *testing.T) {
 			i+1, res.uploaded[i], 100*ratio, res.sync[i], res.async[i])
 		if ratio > 0.05 {
 			t.Errorf("checkpoint %d uploaded %.2f%% of the full state, want <= 5%%", i+1, 100*ratio)
+		}
+		if res.uploaded[i] == 0 {
+			t.Errorf("checkpoint %d uploaded nothing after 1%% of the keys changed", i+1)
 		}
 	}
 }

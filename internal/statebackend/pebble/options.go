@@ -55,6 +55,11 @@ type Options struct {
 	// to leave expired entries out. It is called on the task goroutine
 	// only. Default: the wall clock, time.Now().UnixMilli().
 	Clock func() int64
+	// DisableCompactions stops the database from compacting its files in
+	// the background (flushes still happen). Only for tests and benchmarks
+	// that measure what incremental checkpoints upload apart from
+	// compactions: reads slow down as files pile up. Default: false.
+	DisableCompactions bool
 }
 
 // Option is an optional setting of a state, given to its constructor.
@@ -156,7 +161,8 @@ func (o *Options) dbOptions(cache *pebble.Cache, readOnly bool) *pebble.Options 
 		// byte several times: the 5% of issue 4 is not met by every
 		// checkpoint. The extra levels cost point reads more files; bloom
 		// filters let a read skip the files without the key.
-		LBaseMaxBytes: lBaseMaxBytes,
+		LBaseMaxBytes:               lBaseMaxBytes,
+		DisableAutomaticCompactions: o.DisableCompactions,
 	}
 	for i := range opts.TargetFileSizes {
 		opts.TargetFileSizes[i] = targetFileSize
