@@ -408,20 +408,7 @@ func TestDamagedCheckpointFallsBackToPrevious(t *testing.T) {
 			opts := weir.Options{Parallelism: 2, JobID: "damaged"}
 			opts.Checkpointing = weir.CheckpointOptions{Storage: "file://" + root, Retained: 2, RetainOnCancel: true}
 			var tap1 atomic.Int64
-			env := weir.NewEnvironment(opts)
-			spBuild(env, spGate{n: n, allow: allow}, 1, sink, &tap1)
-			c, err := env.ExecuteAsync(ctx, "damaged")
-			if err != nil {
-				t.Fatal(err)
-			}
-			trigger := func() int64 {
-				t.Helper()
-				id, err := c.TriggerCheckpoint(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return id
-			}
+			c, trigger := spStartGated(t, ctx, opts, spGate{n: n, allow: allow}, sink, &tap1, &spCounter{})
 			spWait(t, "1000 records", 10*time.Second, func() bool { return tap1.Load() == 1000 })
 			first := trigger()
 			allow.Store(2000)
@@ -443,12 +430,7 @@ func TestDamagedCheckpointFallsBackToPrevious(t *testing.T) {
 			allow2 := new(atomic.Int64)
 			allow2.Store(n)
 			opts.Restore = "latest"
-			env = weir.NewEnvironment(opts)
-			spBuild(env, spGate{n: n, allow: allow2}, 1, sink, &tap2)
-			c, err = env.ExecuteAsync(ctx, "damaged")
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, _ = spStartGated(t, ctx, opts, spGate{n: n, allow: allow2}, sink, &tap2, &spCounter{})
 			if err := spWaitJob(t, c, 10*time.Second); err != nil {
 				t.Fatalf("restore past a damaged checkpoint: %v", err)
 			}
@@ -803,6 +785,27 @@ func TestEveryNRecordsAndManualTrigger(t *testing.T) {
 	spSameMultiset(t, "checkpoints every 1000 records", sink.Results(), spWant(n))
 }
 
+// spStartGated starts the shared job (spBuildWith, a source of parallelism
+// 1) as opts.JobID and returns its client and a function that triggers a
+// checkpoint and returns its id.
+func spStartGated(t *testing.T, ctx context.Context, opts weir.Options, src spGate, sink connector.Sink[string], tap *atomic.Int64, counter *spCounter) (*weir.JobClient, func() int64) {
+	t.Helper()
+	env := weir.NewEnvironment(opts)
+	spBuildWith(env, src, 1, sink, tap, counter)
+	c, err := env.ExecuteAsync(ctx, opts.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, func() int64 {
+		t.Helper()
+		id, err := c.TriggerCheckpoint(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+}
+
 // TestRestartSkipsCheckpointThatFailsToRestore: a restart after an attempt
 // that completed checkpoints checks the restart point shallowly, so a state
 // file damaged without a change of size is found only when the restore
@@ -828,20 +831,7 @@ func TestRestartSkipsCheckpointThatFailsToRestore(t *testing.T) {
 		}
 		return nil
 	}}
-	env := weir.NewEnvironment(opts)
-	spBuildWith(env, spGate{n: n, allow: allow}, 1, sink, &tap, counter)
-	c, err := env.ExecuteAsync(ctx, "restartdamaged")
-	if err != nil {
-		t.Fatal(err)
-	}
-	trigger := func() int64 {
-		t.Helper()
-		id, err := c.TriggerCheckpoint(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
+	c, trigger := spStartGated(t, ctx, opts, spGate{n: n, allow: allow}, sink, &tap, counter)
 	spWait(t, "1000 records", 10*time.Second, func() bool { return tap.Load() == 1000 })
 	trigger()
 	allow.Store(2000)
