@@ -332,10 +332,11 @@ func TestRESTBadInputOnARealJob(t *testing.T) {
 			t.Errorf("%s %s %q: %d %s, want %d with a JSON error", c.method, c.path, c.body, code, b, c.want)
 		}
 	}
-	// The job still runs after all that.
-	if d := getJSON[rest.JobDetailsInfo](t, j); d.State != rest.JobRunning {
-		t.Errorf("job state %s after bad requests, want RUNNING", d.State)
-	}
+	// The job still runs after all that (it may still be starting: the
+	// requests take a few milliseconds).
+	eventually(t, "the job running after bad requests", func() bool {
+		return getJSON[rest.JobDetailsInfo](t, j).State == rest.JobRunning
+	})
 }
 
 // TestRESTExceptionsAndRestarts: a failure shows in the exceptions, newest
@@ -569,8 +570,13 @@ func TestRESTSavepointAndStopOnARealJob(t *testing.T) {
 	if cfg.RefreshInterval <= 0 || !cfg.Features.WebCancel {
 		t.Errorf("config %+v", cfg)
 	}
-	ov := getJSON[rest.MultipleJobsDetails](t, base+"/jobs/overview")
-	if len(ov.Jobs) != 1 || ov.Jobs[0].JID != "sp" || ov.Jobs[0].State != rest.JobRunning || ov.Jobs[0].Tasks.Total != 4 {
+	// The job is CREATED until its tasks run: wait for RUNNING.
+	var ov rest.MultipleJobsDetails
+	eventually(t, "the job running", func() bool {
+		ov = getJSON[rest.MultipleJobsDetails](t, base+"/jobs/overview")
+		return len(ov.Jobs) == 1 && ov.Jobs[0].State == rest.JobRunning
+	})
+	if ov.Jobs[0].JID != "sp" || ov.Jobs[0].Tasks.Total != 4 {
 		t.Errorf("jobs overview %+v", ov)
 	}
 	if v1 := getJSON[rest.JobDetailsInfo](t, base+"/v1/jobs/sp"); v1.JID != "sp" {
