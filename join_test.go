@@ -159,46 +159,56 @@ func TestIntervalJoinExactlyOnce(t *testing.T) {
 	for _, backend := range timerBackends {
 		for seed := range seeds {
 			t.Run(fmt.Sprint(backend, "/seed", seed), func(t *testing.T) {
-				plan := newFaultPlan(uint64(seed))
-				opts := weir.Options{Parallelism: 2, JobID: fmt.Sprint("join-", seed), Restart: "fixed-delay:attempts=100,delay=0",
-					StateBackend: backend, LocalStateDir: t.TempDir()}
-				opts.Checkpointing.Interval = time.Duration(3+seed%5) * time.Millisecond
-				opts.Checkpointing.TolerableFailures = -1
-				injectFaults(t, &opts, uint64(seed), plan, storage.NewMemoryStore())
-				env := weir.NewEnvironment(opts)
-				rate := datagen.Options{RecordsPerSecond: 30_000, BatchSize: 32}
-				ls := datagen.Generator(n, func(i int64) joinEvent { return joinSide(i, 0) }).WithOptions(rate)
-				rs := datagen.Generator(n, func(i int64) joinEvent { return joinSide(i, 5) }).WithOptions(rate)
-				left := env.FromSource("left", connector.Source[joinEvent](flakySource[joinEvent]{ls, plan}), joinStrategy()).
-					Map("maybe-panic", func(e joinEvent) joinEvent {
-						if plan.maybe("operator-panic", 0.002) {
-							panic("injected operator panic")
-						}
-						return e
+				runJoinHarness(t, backend, fmt.Sprint("join-", seed), seed, newFaultPlan(uint64(seed)), want,
+					func(left, right *weir.Stream[joinEvent], key func(joinEvent) int) *weir.Stream[string] {
+						return left.KeyBy(key).IntervalJoin(right.KeyBy(key)).Between(-20*time.Millisecond, 30*time.Millisecond).
+							Process("join", weir.ProcessJoinFunction[joinEvent, joinEvent, string](joinPair{}))
 					})
-				right := env.FromSource("right", rs, joinStrategy())
-				key := func(e joinEvent) int { return e.Key }
-				sink := flakySink[string]{collect.Transactional[string](), plan}
-				left.KeyBy(key).IntervalJoin(right.KeyBy(key)).Between(-20*time.Millisecond, 30*time.Millisecond).
-					Process("join", weir.ProcessJoinFunction[joinEvent, joinEvent, string](joinPair{})).
-					SinkTo("out", connector.Sink[string](sink))
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				job, err := env.ExecuteAsync(ctx, "join")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := job.Wait(); err != nil {
-					t.Fatalf("job failed: %v (faults fired %v)", err, plan.fired)
-				}
-				got := sink.Results()
-				if lost, dup := multisetDiff(want, got); len(lost)+len(dup) > 0 {
-					t.Fatalf("exactly-once violated: %d lost (e.g. %v), %d duplicated (e.g. %v); faults fired %v",
-						len(lost), lost[:min(5, len(lost))], len(dup), dup[:min(5, len(dup))], plan.fired)
-				}
-				sum, _ := job.Checkpoints()
-				t.Logf("faults fired %v, restarts %d, checkpoints %d", plan.fired, sum.Restarts, sum.Completed)
 			})
 		}
 	}
+}
+
+// runJoinHarness runs a job that joins two generated sides (the left one
+// with failing reads and an operator that panics now and then) with join,
+// under the faults of plan and exactly-once checkpoints every few
+// milliseconds, and checks that the committed rows are exactly want.
+func runJoinHarness(t *testing.T, backend, jobID string, seed int, plan *faultPlan, want []string,
+	join func(left, right *weir.Stream[joinEvent], key func(joinEvent) int) *weir.Stream[string]) {
+	t.Helper()
+	const n = 1500
+	opts := weir.Options{Parallelism: 2, JobID: jobID, Restart: "fixed-delay:attempts=100,delay=0",
+		StateBackend: backend, LocalStateDir: t.TempDir()}
+	opts.Checkpointing.Interval = time.Duration(3+seed%5) * time.Millisecond
+	opts.Checkpointing.TolerableFailures = -1
+	injectFaults(t, &opts, uint64(seed), plan, storage.NewMemoryStore())
+	env := weir.NewEnvironment(opts)
+	rate := datagen.Options{RecordsPerSecond: 30_000, BatchSize: 32}
+	ls := datagen.Generator(n, func(i int64) joinEvent { return joinSide(i, 0) }).WithOptions(rate)
+	rs := datagen.Generator(n, func(i int64) joinEvent { return joinSide(i, 5) }).WithOptions(rate)
+	left := env.FromSource("left", connector.Source[joinEvent](flakySource[joinEvent]{ls, plan}), joinStrategy()).
+		Map("maybe-panic", func(e joinEvent) joinEvent {
+			if plan.maybe("operator-panic", 0.002) {
+				panic("injected operator panic")
+			}
+			return e
+		})
+	right := env.FromSource("right", rs, joinStrategy())
+	sink := flakySink[string]{collect.Transactional[string](), plan}
+	join(left, right, func(e joinEvent) int { return e.Key }).SinkTo("out", connector.Sink[string](sink))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	job, err := env.ExecuteAsync(ctx, jobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Wait(); err != nil {
+		t.Fatalf("job failed: %v (faults fired %v)", err, plan.fired)
+	}
+	if lost, dup := multisetDiff(want, sink.Results()); len(lost)+len(dup) > 0 {
+		t.Fatalf("exactly-once violated: %d lost (e.g. %v), %d duplicated (e.g. %v); faults fired %v",
+			len(lost), lost[:min(5, len(lost))], len(dup), dup[:min(5, len(dup))], plan.fired)
+	}
+	sum, _ := job.Checkpoints()
+	t.Logf("faults fired %v, restarts %d, checkpoints %d", plan.fired, sum.Restarts, sum.Completed)
 }

@@ -8,10 +8,8 @@ import (
 	"time"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connectors/collect"
 	"github.com/weirstream/weir/connectors/datagen"
-	"github.com/weirstream/weir/internal/storage"
 )
 
 // windowJoinReference joins the events of joinSide by key and sliding
@@ -157,41 +155,11 @@ func TestWindowJoinExactlyOnce(t *testing.T) {
 	for _, backend := range []string{"heap", "pebble"} {
 		for seed := range seeds {
 			t.Run(fmt.Sprint(backend, "/seed", seed), func(t *testing.T) {
-				plan := newFaultPlan(uint64(100 + seed))
-				opts := weir.Options{Parallelism: 2, JobID: fmt.Sprint("wjoin-", seed), Restart: "fixed-delay:attempts=100,delay=0",
-					StateBackend: backend, LocalStateDir: t.TempDir()}
-				opts.Checkpointing.Interval = time.Duration(3+seed%5) * time.Millisecond
-				opts.Checkpointing.TolerableFailures = -1
-				injectFaults(t, &opts, uint64(seed), plan, storage.NewMemoryStore())
-				env := weir.NewEnvironment(opts)
-				rate := datagen.Options{RecordsPerSecond: 30_000, BatchSize: 32}
-				ls := datagen.Generator(n, func(i int64) joinEvent { return joinSide(i, 0) }).WithOptions(rate)
-				rs := datagen.Generator(n, func(i int64) joinEvent { return joinSide(i, 5) }).WithOptions(rate)
-				left := env.FromSource("left", connector.Source[joinEvent](flakySource[joinEvent]{ls, plan}), joinStrategy()).
-					Map("maybe-panic", func(e joinEvent) joinEvent {
-						if plan.maybe("operator-panic", 0.002) {
-							panic("injected operator panic")
-						}
-						return e
+				runJoinHarness(t, backend, fmt.Sprint("wjoin-", seed), seed, newFaultPlan(uint64(100+seed)), want,
+					func(left, right *weir.Stream[joinEvent], key func(joinEvent) int) *weir.Stream[string] {
+						return weir.Join(left, right).Where(key).EqualTo(key).Window(weir.TumblingEventTimeWindows(100*time.Millisecond)).
+							Apply("join", joinPairString)
 					})
-				right := env.FromSource("right", rs, joinStrategy())
-				key := func(e joinEvent) int { return e.Key }
-				sink := flakySink[string]{collect.Transactional[string](), plan}
-				weir.Join(left, right).Where(key).EqualTo(key).Window(weir.TumblingEventTimeWindows(100*time.Millisecond)).
-					Apply("join", joinPairString).SinkTo("out", connector.Sink[string](sink))
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				job, err := env.ExecuteAsync(ctx, "wjoin")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := job.Wait(); err != nil {
-					t.Fatalf("job failed: %v (faults fired %v)", err, plan.fired)
-				}
-				if lost, dup := multisetDiff(want, sink.Results()); len(lost)+len(dup) > 0 {
-					t.Fatalf("exactly-once violated: %d lost (e.g. %v), %d duplicated (e.g. %v); faults fired %v",
-						len(lost), lost[:min(5, len(lost))], len(dup), dup[:min(5, len(dup))], plan.fired)
-				}
 			})
 		}
 	}
