@@ -176,15 +176,7 @@ func (s *incrementalState) upload(ctx context.Context, id int64, dir string, bas
 	cs := storage.CheckpointStorage{Store: opts.Store}
 	err = parallel(ctx, len(jobs), func(ctx context.Context, j int) error {
 		jb := jobs[j]
-		size, crc, err := cs.WriteStateFile(ctx, path.Dir(jb.object), path.Base(jb.object), func(w io.Writer) error {
-			f, err := os.Open(filepath.Join(dir, jb.name))
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			_, err = io.Copy(w, f)
-			return err
-		})
+		size, crc, err := cs.UploadStateFile(ctx, path.Dir(jb.object), path.Base(jb.object), filepath.Join(dir, jb.name))
 		if err != nil {
 			return err
 		}

@@ -101,15 +101,7 @@ func BenchmarkPebbleCheckpointFullVsIncremental(b *testing.B) {
 					if slices.Contains(files, name) {
 						target = cs.SharedDir()
 					}
-					size, _, err := cs.WriteStateFile(ctx, target, fmt.Sprint(id, "-", name), func(w io.Writer) error {
-						f, err := os.Open(filepath.Join(local, name))
-						if err != nil {
-							return err
-						}
-						defer f.Close()
-						_, err = io.Copy(w, f)
-						return err
-					})
+					size, _, err := cs.UploadStateFile(ctx, target, fmt.Sprint(id, "-", name), filepath.Join(local, name))
 					if err != nil {
 						b.Fatal(err)
 					}

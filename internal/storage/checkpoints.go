@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math/rand/v2"
+	"os"
 	"path"
 	"slices"
 	"strconv"
@@ -204,6 +205,20 @@ func (c *checksumWriter) Write(p []byte) (int, error) {
 	c.crc = crc32.Update(c.crc, castagnoli, p[:n])
 	c.size += int64(n)
 	return n, err
+}
+
+// UploadStateFile writes the local file at localPath as the state file
+// dir/name, as WriteStateFile does (atomically, with its size and CRC).
+func (s CheckpointStorage) UploadStateFile(ctx context.Context, dir, name, localPath string) (size int64, crc uint32, err error) {
+	return s.WriteStateFile(ctx, dir, name, func(w io.Writer) error {
+		f, err := os.Open(localPath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(w, f)
+		return err
+	})
 }
 
 // ReadStateFile reads the whole state file dir/name and checks it against
