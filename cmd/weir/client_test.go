@@ -233,8 +233,14 @@ func TestClientWaitShowsProgress(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if sum, _ := wc.Checkpoints(); sum.InProgress != 1 {
-		t.Fatalf("summary %+v: the checkpoint is not in progress", sum)
+	// The REST server answers 202 and then triggers in the background, so
+	// the fake job may register the held checkpoint just after the client
+	// printed that it waits.
+	for sum, _ := wc.Checkpoints(); sum.InProgress != 1; sum, _ = wc.Checkpoints() {
+		if time.Now().After(deadline) {
+			t.Fatalf("summary %+v: the checkpoint is not in progress", sum)
+		}
+		time.Sleep(time.Millisecond)
 	}
 	select {
 	case err := <-done:
