@@ -35,6 +35,7 @@ type Backend[K comparable] struct {
 	opts     Options
 	dbDir    string
 	db       *pebble.DB
+	cache    *writeCache // nil when Options.WriteCacheSize is negative
 
 	// The current key. keyBytes are its codec bytes, encoded at the first
 	// state access after SetCurrentKey (keyValid).
@@ -101,7 +102,7 @@ func New[K comparable](r keygroup.Range, keyCodec codec.Codec[K], opts Options) 
 		_ = fs.RemoveAll(dbDir)
 		return nil, fmt.Errorf("pebble backend: open database in %s: %w", dbDir, err)
 	}
-	return &Backend[K]{
+	b := &Backend[K]{
 		groups:     r,
 		keyCodec:   keyCodec,
 		opts:       opts,
@@ -112,7 +113,31 @@ func New[K comparable](r keygroup.Range, keyCodec codec.Codec[K], opts Options) 
 		unchecked:  make(map[string]bool),
 		nextID:     1,
 		live:       make(map[*snapshot[K]]struct{}),
-	}, nil
+	}
+	if opts.WriteCacheSize > 0 {
+		b.cache = newWriteCache(opts.WriteCacheSize, func() *pebble.DB { return b.db })
+	}
+	return b, nil
+}
+
+// flushCache writes every dirty entry of the write-back cache to the
+// database: before a snapshot or checkpoint of it.
+func (b *Backend[K]) flushCache() error {
+	if b.cache == nil {
+		return nil
+	}
+	if err := b.cache.flushAll(); err != nil {
+		return fmt.Errorf("pebble backend: flush the write cache: %w", err)
+	}
+	return nil
+}
+
+// resetCache empties the write-back cache without writing it back: the
+// database was replaced or wiped.
+func (b *Backend[K]) resetCache() {
+	if b.cache != nil {
+		b.cache.reset()
+	}
 }
 
 // Kind implements statebackend.KeyedBackend.
@@ -333,6 +358,8 @@ func (b *Backend[K]) Close() error {
 	}
 	b.mu.Unlock()
 
+	// The database is removed below: writing the cache back would be wasted.
+	b.resetCache()
 	err := b.db.Close()
 	if rerr := b.opts.FS.RemoveAll(b.dbDir); rerr != nil {
 		err = errors.Join(err, rerr)

@@ -7,7 +7,8 @@ import (
 )
 
 // SnapshotIncremental is the synchronous part of an incremental checkpoint:
-// it flushes the memtable (there is no write-ahead log to carry it) and
+// it writes the dirty entries of the write-back cache to the database,
+// flushes the memtable (there is no write-ahead log to carry it) and
 // creates a pebble checkpoint of the database in dir, a directory that must
 // not exist yet, on the same file system as Options.Dir: every data file is
 // hard-linked, and the small MANIFEST and OPTIONS files are copied. Its cost
@@ -32,6 +33,9 @@ func (b *Backend[K]) SnapshotIncremental(id int64, dir string) (files []string, 
 		return nil, fmt.Errorf("incremental snapshot %d: %w", id, ErrClosed)
 	}
 	b.snapshots++
+	if err := b.flushCache(); err != nil {
+		return nil, fmt.Errorf("incremental snapshot %d: %w", id, err)
+	}
 	if err := b.db.Flush(); err != nil {
 		return nil, fmt.Errorf("pebble backend: incremental snapshot %d: flush: %w", id, err)
 	}

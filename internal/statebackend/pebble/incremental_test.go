@@ -22,7 +22,9 @@ import (
 func TestIncrementalSnapshot(t *testing.T) {
 	r := keygroup.Range{Start: 0, End: maxPar}
 	kc := codec.String()
-	b := newPebble(t, r, kc, Options{MemTableSize: 256 << 10})
+	// A small write cache, so that the writes reach the database (and make
+	// several files) before the checkpoint, as a large state's would.
+	b := newPebble(t, r, kc, Options{MemTableSize: 256 << 10, WriteCacheSize: 64 << 10})
 	s := mustValue[string, string](t, b, "s")
 	mustValue[string, int](t, b, "unused")
 	want := map[string]string{}

@@ -33,10 +33,10 @@ func TestLargerThanMemory(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("WEIR_PEBBLE_LARGE_KEYS")); err == nil {
 		keys = n
 	}
-	const cache, memtable = 1 << 20, 256 << 10
+	const cache, memtable, writeCache = 1 << 20, 256 << 10, 256 << 10
 	r := keygroup.Range{Start: 0, End: maxPar}
 	kc := codec.Int64()
-	b := newPebble(t, r, kc, Options{CacheSize: cache, MemTableSize: memtable})
+	b := newPebble(t, r, kc, Options{CacheSize: cache, MemTableSize: memtable, WriteCacheSize: writeCache})
 	s, err := NewValueState(b, "blob", codec.Bytes())
 	must(t, err)
 
@@ -59,7 +59,7 @@ func TestLargerThanMemory(t *testing.T) {
 	m := b.db.Metrics()
 	onDisk := int64(m.DiskSpaceUsage())
 	total := int64(keys * size)
-	if onDisk < total*8/10 || onDisk < 6*(cache+2*memtable) {
+	if onDisk < total*8/10 || onDisk < 6*(cache+2*memtable+writeCache) {
 		t.Fatalf("%d bytes on disk for %d bytes of values: the state is not on disk", onDisk, total)
 	}
 	runtime.GC()

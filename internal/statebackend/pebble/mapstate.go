@@ -159,12 +159,12 @@ func (m mapCore[K, N, UK, UV]) Put(uk UK, uv UV) {
 	c.commit()
 }
 
-// put adds the entry to c.batch.
+// put stages the entry (core.stageSet).
 func (m mapCore[K, N, UK, UV]) put(gk []byte, uk UK, uv UV) {
 	c := m.c
 	c.xbuf = m.ukc.Append(c.xbuf[:0], uk)
 	c.ybuf = m.uvc.Append(c.ybuf[:0], uv)
-	_ = c.batch.Set(c.subKey(gk, c.xbuf), c.ybuf, nil)
+	c.stageSet(c.subKey(gk, c.xbuf), c.ybuf)
 }
 
 // PutAll sets every entry of um, in one batch. um is not retained.
@@ -207,7 +207,7 @@ func (m mapCore[K, N, UK, UV]) Remove(uk UK) {
 		c.deleteGroup(gk)
 		return
 	}
-	_ = c.batch.Delete(key, nil)
+	c.stageDelete(key)
 	if c.ttl > 0 {
 		c.setHeader(gk)
 	}
@@ -217,6 +217,11 @@ func (m mapCore[K, N, UK, UV]) Remove(uk UK) {
 // hasOtherEntry reports whether the group gk has an entry besides key.
 func (m mapCore[K, N, UK, UV]) hasOtherEntry(gk, key []byte) (bool, error) {
 	lo := append(append([]byte(nil), gk...), subMark)
+	if m.c.cache != nil {
+		if err := m.c.cache.flushState(m.c.id); err != nil {
+			return false, err
+		}
+	}
 	it, err := m.c.b.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
 	if err != nil {
 		return false, err
@@ -252,6 +257,9 @@ func (m mapCore[K, N, UK, UV]) All() iter.Seq2[UK, UV] {
 			return
 		}
 		lo := append(append([]byte(nil), gk...), subMark)
+		if !c.flushCached("read map") {
+			return
+		}
 		it, err := c.b.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
 		if err != nil {
 			c.fail("read map", err)
@@ -315,6 +323,9 @@ func (m mapCore[K, N, UK, UV]) Len() int {
 		return 0
 	}
 	lo := append(append([]byte(nil), gk...), subMark)
+	if !c.flushCached("read map") {
+		return 0
+	}
 	it, err := c.b.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
 	if err != nil {
 		c.fail("read map", err)

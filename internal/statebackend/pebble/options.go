@@ -31,6 +31,15 @@ type Options struct {
 	// may release its reference with Cache.Unref once the backends are
 	// made). Default: nil, a cache of CacheSize for this backend alone.
 	Cache *pebble.Cache
+	// WriteCacheSize is the budget in bytes of the write-back cache of
+	// keyed state in front of the database (cache.go): the entries of
+	// value, map, reducing and aggregating states that were read or
+	// written last, so that a hot key is read and written in memory and
+	// reaches the database in batches (on eviction, before an iteration of
+	// its state, and before every snapshot). Negative disables the cache:
+	// every access is a database read or write. Default:
+	// DefaultWriteCacheSize (32 MiB).
+	WriteCacheSize int64
 	// MemTableSize is the size in bytes of the in-memory table that takes
 	// writes before they are flushed to a file. Up to two may exist at once
 	// (one being flushed). Must be in [64 KiB, 4 GiB). Default: 8 MiB.
@@ -99,6 +108,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.MemTableSize == 0 {
 		o.MemTableSize = DefaultMemTableSize
+	}
+	if o.WriteCacheSize == 0 {
+		o.WriteCacheSize = DefaultWriteCacheSize
 	}
 	if o.FS == nil {
 		o.FS = vfs.Default

@@ -53,13 +53,17 @@ type snapshot[K comparable] struct {
 var _ statebackend.Snapshot = (*snapshot[string])(nil)
 
 // Snapshot implements statebackend.KeyedBackend: it takes a pebble snapshot
-// (a sequence number: O(1), nothing is copied or flushed) and the list of
+// (a sequence number: O(1), nothing is copied or flushed, after the dirty
+// entries of the write-back cache are written to the database) and the list of
 // state names with their ids and descriptions (O(states)). Until it is released the database
 // keeps every version of an entry the snapshot can see, so compactions
 // cannot drop overwritten values.
 func (b *Backend[K]) Snapshot(id int64) (statebackend.Snapshot, error) {
 	if b.closed {
 		return nil, fmt.Errorf("snapshot %d: %w", id, ErrClosed)
+	}
+	if err := b.flushCache(); err != nil {
+		return nil, fmt.Errorf("snapshot %d: %w", id, err)
 	}
 	s := &snapshot[K]{
 		b:      b,

@@ -30,6 +30,9 @@ type core[K comparable, N comparable] struct {
 	ttl         int64 // milliseconds; 0 without TTL
 	renewOnRead bool  // state.OnReadAndWrite
 	grouped     bool  // the grouped layout (layout.go)
+	// cache is the backend's write-back cache (cache.go), nil for lists
+	// (merge operands) and when it is disabled.
+	cache *writeCache
 
 	nsCodec codec.Codec[N] // nil without namespaces
 	ns      N              // the current namespace
@@ -96,6 +99,9 @@ func newCore[K comparable, N comparable](b *Backend[K], info format.StateInfo, n
 	}
 	c.id = id
 	c.batch = b.db.NewBatch()
+	if info.Kind != format.KindList {
+		c.cache = b.cache
+	}
 	return c, nil
 }
 
@@ -172,11 +178,25 @@ func (c *core[K, N]) startValue() []byte {
 	return c.wbuf
 }
 
-// getRaw reads key into c.vbuf; ok is false when it is absent or on error
-// (reported).
+// getRaw reads key into c.vbuf, from the write-back cache or the
+// database; ok is false when it is absent or on error (reported).
 func (c *core[K, N]) getRaw(key []byte) (v []byte, ok bool) {
+	if c.cache != nil {
+		if v, present, hit := c.cache.get(key); hit {
+			if !present {
+				return nil, false
+			}
+			c.vbuf = append(c.vbuf[:0], v...)
+			return c.vbuf, true
+		}
+	}
 	raw, closer, err := c.b.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
+		if c.cache != nil {
+			if err := c.cache.fill(c.id, key, nil, false); err != nil {
+				c.fail("write back", err)
+			}
+		}
 		return nil, false
 	}
 	if err != nil {
@@ -185,21 +205,74 @@ func (c *core[K, N]) getRaw(key []byte) (v []byte, ok bool) {
 	}
 	c.vbuf = append(c.vbuf[:0], raw...)
 	closer.Close()
+	if c.cache != nil {
+		if err := c.cache.fill(c.id, key, c.vbuf, true); err != nil {
+			c.fail("write back", err)
+		}
+	}
 	return c.vbuf, true
 }
 
+// set writes value at key, into the write-back cache or the database.
 func (c *core[K, N]) set(key, value []byte) {
-	if err := c.b.db.Set(key, value, pebble.NoSync); err != nil {
+	if c.cache != nil {
+		if err := c.cache.put(c.id, key, value); err != nil {
+			c.fail("write back", err)
+		}
+	} else if err := c.b.db.Set(key, value, pebble.NoSync); err != nil {
 		c.fail("write", err)
 	}
 	c.mods++
 }
 
+// delete deletes key, in the write-back cache or the database.
 func (c *core[K, N]) delete(key []byte) {
-	if err := c.b.db.Delete(key, pebble.NoSync); err != nil {
+	if c.cache != nil {
+		if err := c.cache.del(c.id, key); err != nil {
+			c.fail("write back", err)
+		}
+	} else if err := c.b.db.Delete(key, pebble.NoSync); err != nil {
 		c.fail("delete", err)
 	}
 	c.mods++
+}
+
+// stageSet writes value at key: into the write-back cache, or without one
+// into c.batch, applied by commit.
+func (c *core[K, N]) stageSet(key, value []byte) {
+	if c.cache != nil {
+		if err := c.cache.put(c.id, key, value); err != nil {
+			c.fail("write back", err)
+		}
+		return
+	}
+	_ = c.batch.Set(key, value, nil) // a batch's Set fails only when it is read-only
+}
+
+// stageDelete deletes key: in the write-back cache, or without one in
+// c.batch, applied by commit.
+func (c *core[K, N]) stageDelete(key []byte) {
+	if c.cache != nil {
+		if err := c.cache.del(c.id, key); err != nil {
+			c.fail("write back", err)
+		}
+		return
+	}
+	_ = c.batch.Delete(key, nil)
+}
+
+// flushCached writes the state's dirty cached entries to the database,
+// before a database iterator reads its entries; false on an error
+// (reported).
+func (c *core[K, N]) flushCached(op string) bool {
+	if c.cache == nil {
+		return true
+	}
+	if err := c.cache.flushState(c.id); err != nil {
+		c.fail(op, err)
+		return false
+	}
+	return true
 }
 
 // --- The single layout: one entry per key and namespace.
@@ -329,22 +402,25 @@ func (c *core[K, N]) subKey(gk, sub []byte) []byte {
 	return c.k2buf
 }
 
-// setHeader adds to c.batch the header of the group gk, renewing its TTL.
+// setHeader stages (stageSet) the header of the group gk, renewing its
+// TTL.
 func (c *core[K, N]) setHeader(gk []byte) {
 	c.k2buf = append(append(c.k2buf[:0], gk...), headerMark)
 	var v []byte
 	if c.ttl > 0 {
 		v = format.AppendTTL(c.wbuf[:0], c.now())
 	}
-	_ = c.batch.Set(c.k2buf, v, nil) // a batch's Set fails only when it is read-only
+	c.stageSet(c.k2buf, v)
 }
 
-// commit applies c.batch.
+// commit applies c.batch, where the writes staged without a cache are.
 func (c *core[K, N]) commit() {
-	if err := c.batch.Commit(pebble.NoSync); err != nil {
-		c.fail("write", err)
+	if !c.batch.Empty() {
+		if err := c.batch.Commit(pebble.NoSync); err != nil {
+			c.fail("write", err)
+		}
+		c.batch.Reset()
 	}
-	c.batch.Reset()
 	c.mods++
 }
 
@@ -352,9 +428,9 @@ func (c *core[K, N]) commit() {
 func (c *core[K, N]) deleteGroup(gk []byte) {
 	if c.info.Kind == format.KindList { // a header and one sub-entry, known
 		c.k2buf = append(append(c.k2buf[:0], gk...), headerMark)
-		_ = c.batch.Delete(c.k2buf, nil)
+		c.stageDelete(c.k2buf)
 		c.k2buf[len(c.k2buf)-1] = subMark
-		_ = c.batch.Delete(c.k2buf, nil)
+		c.stageDelete(c.k2buf)
 		c.commit()
 		return
 	}
@@ -366,10 +442,17 @@ func (c *core[K, N]) deleteGroup(gk []byte) {
 	c.mods++
 }
 
-// deleteKeys deletes every key in [lo, hi) with point deletions (a range
-// deletion per access would pile up range tombstones that every read then
-// consults).
+// deleteKeys deletes every key in [lo, hi) (of this state) with point
+// deletions (a range deletion per access would pile up range tombstones
+// that every read then consults). With the write-back cache, the state's
+// dirty entries are written first, so that the database holds every key
+// there is, and the cached entries of the keys deleted are dropped.
 func (c *core[K, N]) deleteKeys(lo, hi []byte) (err error) {
+	if c.cache != nil {
+		if err := c.cache.flushState(c.id); err != nil {
+			return err
+		}
+	}
 	it, err := c.b.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return err
@@ -378,6 +461,9 @@ func (c *core[K, N]) deleteKeys(lo, hi []byte) (err error) {
 	defer b.Close()
 	for valid := it.First(); valid; valid = it.Next() {
 		_ = b.Delete(it.Key(), nil)
+		if c.cache != nil {
+			c.cache.forget(it.Key())
+		}
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
 		return err
@@ -408,6 +494,9 @@ func (c *core[K, N]) namespaces() iter.Seq[N] {
 			return
 		}
 		prefix := append([]byte(nil), p...)
+		if !c.flushCached("list namespaces") {
+			return
+		}
 		live, expired, err := c.scanNamespaces(prefix)
 		if err != nil {
 			c.fail("list namespaces", err)
@@ -523,6 +612,9 @@ func (c *core[K, N]) entries() iter.Seq2[K, N] {
 	return func(yield func(K, N) bool) {
 		if c.b.closed {
 			c.b.fail(fmt.Errorf("state %q: %w", c.name, ErrClosed))
+			return
+		}
+		if !c.flushCached("entries") {
 			return
 		}
 		var now int64
