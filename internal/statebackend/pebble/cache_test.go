@@ -143,7 +143,11 @@ func TestWriteCacheIterationsSeeWrites(t *testing.T) {
 		t.Fatal("a cached entry survived Clear")
 	}
 	m.Put("q", 8)
-	if got := maps.Collect(m.All()); len(got) != 1 || got["q"] != 8 {
+	if n := m.Len(); n != 1 {
+		t.Fatalf("Len %d after Clear and a put", n)
+	}
+	m.Put("r", 9)
+	if got := maps.Collect(m.All()); len(got) != 2 || got["q"] != 8 || got["r"] != 9 {
 		t.Fatalf("map after Clear and a put: %v", got)
 	}
 }
