@@ -33,7 +33,7 @@ func TestLargerThanMemory(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("WEIR_PEBBLE_LARGE_KEYS")); err == nil {
 		keys = n
 	}
-	const cache, memtable, writeCache = 1 << 20, 256 << 10, 256 << 10
+	const cache, memtable, writeCache = 1 << 20, 256 << 10, 64 << 10
 	r := keygroup.Range{Start: 0, End: maxPar}
 	kc := codec.Int64()
 	b := newPebble(t, r, kc, Options{CacheSize: cache, MemTableSize: memtable, WriteCacheSize: writeCache})
