@@ -169,3 +169,66 @@ func BenchmarkListAdd(b *testing.B) {
 		i++
 	}
 }
+
+// int64Backend returns a backend over [0, 128) with one int64 state holding
+// the keys 0..keys-1, as in the checkpoint overhead benchmark
+// (bench/checkpoint_test.go), and each key's key group.
+func int64Backend(b *testing.B, keys int) (*Backend[int64], *ValueState[int64, int64], []int) {
+	kc := codec.Int64()
+	be := New(keygroup.Range{Start: 0, End: maxPar}, kc)
+	s, err := NewValueState(be, "count", codec.Int64())
+	if err != nil {
+		b.Fatal(err)
+	}
+	groups := make([]int, keys)
+	for k := range int64(keys) {
+		groups[k] = groupOf(kc, k)
+		be.SetCurrentKey(k, groups[k])
+		s.Update(k)
+	}
+	return be, s, groups
+}
+
+// BenchmarkValueAccessLarge is BenchmarkValueAccess over 1M int64 keys in a
+// random order: the record path of the keyed running count, whose table
+// does not fit in the caches, so that every access misses them.
+func BenchmarkValueAccessLarge(b *testing.B) {
+	const keys = 1 << 20
+	be, s, groups := int64Backend(b, keys)
+	var x uint64 = 1
+	for b.Loop() {
+		x ^= x << 13 // xorshift: a random key without a table of them
+		x ^= x >> 7
+		x ^= x << 17
+		k := int64(x % keys)
+		be.SetCurrentKey(k, groups[k])
+		v, _ := s.Value()
+		s.Update(v + 1)
+	}
+}
+
+// BenchmarkCopyOnWriteAll measures what copy-on-write costs one checkpoint
+// of the keyed running count: after a snapshot of 1M int64 keys, one write
+// to every key group (each copies its table).
+func BenchmarkCopyOnWriteAll(b *testing.B) {
+	const keys = 1_000_000
+	be, s, groups := int64Backend(b, keys)
+	perGroup := make([]int64, maxPar)
+	for k, g := range groups {
+		perGroup[g] = int64(k)
+	}
+	var id int64
+	for b.Loop() {
+		b.StopTimer()
+		id++
+		snap, _ := be.Snapshot(id)
+		b.StartTimer()
+		for g, k := range perGroup {
+			be.SetCurrentKey(k, g)
+			s.Update(id)
+		}
+		b.StopTimer()
+		snap.Release()
+		b.StartTimer()
+	}
+}

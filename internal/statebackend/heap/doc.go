@@ -39,7 +39,7 @@
 // states also have MergeNamespaces(target, sources...), which merges the
 // sources' entries into the target's (concatenation, the reduce function,
 // AggregateFunction.Merge) and removes them. States without namespaces keep
-// a flat map per key group: they pay nothing for namespaces.
+// a flat table per key group (see below): they pay nothing for namespaces.
 //
 // # TTL
 //
@@ -55,29 +55,39 @@
 // # Snapshots: copy-on-write per key group
 //
 // Backend.Snapshot, on the task goroutine, takes a new version and captures
-// the map of every (state, key group) — a slice of map references per state,
-// so its cost is O(states × key groups), whatever the number of keys. The
-// captured maps are frozen: the first write that touches a frozen map clones
-// it (maps.Clone) and writes the clone, which is live and not frozen. Reads
-// never clone (except a TTL state's reads that remove an expired entry or
-// renew one), nor does clearing an absent key. The snapshot's WriteState,
-// on another goroutine, then reads maps that nothing writes. It encodes one
+// the table of every (state, key group) — slice and map references, so its
+// cost is O(states × key groups), whatever the number of keys. The captured
+// tables are frozen: the first write that touches a frozen table copies it
+// and writes the copy, which is live and not frozen. Reads never copy
+// (except a TTL state's reads that remove an expired entry or renew one),
+// nor does clearing an absent key.
+//
+// A state without namespaces keeps each key group in a flatTable, an
+// open-addressing hash table of its own (linear probing, a bitmap of used
+// slots, keys next to their entries), rather than a Go map: copying it is a
+// memmove of its slots, where maps.Clone re-inserts every entry, and the
+// snapshot reads it as a plain slice. Namespaced states keep Go maps (a map
+// of keys to per-key namespace maps), cloned with maps.Clone.
+//
+// The snapshot's WriteState, on another goroutine, then reads tables that
+// nothing writes. It encodes one
 // key group of one state at a time into a reused buffer and puts the entries
 // in the format's key order with a radix sort over 8-byte chunks of the key
 // bytes (keySorter; a comparison sort of byte slices cost four times as
 // much CPU per entry), so a snapshot's cost is linear in the entries.
 //
-// Whether a map is frozen is decided by versions, not by a flag per map: a
-// map made at backend version v is captured by every snapshot taken while it
-// is live, all of which have versions above v, so it is frozen exactly when
-// an unreleased snapshot has a version above v. The backend keeps the
-// versions of unreleased snapshots and their maximum; Release drops one
+// Whether a map (or flat table) is frozen is decided by versions, not by a
+// flag per map: a map made at backend version v is captured by every
+// snapshot taken while it is live, all of which have versions above v, so
+// it is frozen exactly when an unreleased snapshot has a version above v.
+// The backend keeps the versions of unreleased snapshots and their
+// maximum; Release drops one
 // version and recomputes the maximum. Several snapshots can therefore be in
 // flight and be released in any order: releasing an older one never
 // unfreezes a map a newer one holds, and the cost of Release does not depend
 // on the size of the state.
 //
-// A clone copies a whole key group of one state (about keys/maxParallelism
+// A copy takes a whole key group of one state (about keys/maxParallelism
 // entries); it happens at most once per (state, key group) per snapshot. The
 // maps inside entries are versioned the same way, each on its own: a
 // namespaced state's namespaces of one key, a map state's map of one key. A

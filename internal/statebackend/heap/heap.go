@@ -18,7 +18,8 @@ type Backend[K comparable] struct {
 	groups   keygroup.Range
 	keyCodec codec.Codec[K]
 	key      K
-	slot     int // current key group minus groups.Start
+	slot     int            // current key group minus groups.Start
+	hash     func(K) uint64 // of the flat tables (see hasherFor)
 	clock    func() int64
 
 	states map[string]*namedState
@@ -85,7 +86,7 @@ func NewWithOptions[K comparable](r keygroup.Range, keyCodec codec.Codec[K], opt
 	if clock == nil {
 		clock = func() int64 { return time.Now().UnixMilli() }
 	}
-	return &Backend[K]{groups: r, keyCodec: keyCodec, clock: clock, states: make(map[string]*namedState)}
+	return &Backend[K]{groups: r, keyCodec: keyCodec, clock: clock, hash: hasherFor[K](), states: make(map[string]*namedState)}
 }
 
 // Kind implements statebackend.KeyedBackend.

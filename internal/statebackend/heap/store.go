@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"iter"
 	"maps"
-	"slices"
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/statebackend/format"
@@ -41,14 +40,16 @@ type store[K comparable, N comparable, E any] struct {
 	decode func(src []byte) (E, error)
 }
 
-// table is the part of one state in one key group. Its maps are nil until
-// the first write. A map that a snapshot captured is never written again:
-// the first write after the snapshot clones it and writes the clone.
+// table is the part of one state in one key group. A state without
+// namespaces keeps its entries in flat, a hash table of its own copied on
+// write with a memmove (see flatTable). A namespaced state keeps them in nested, nil
+// until the first write: a nested map that a snapshot captured is never
+// written again: the first write after the snapshot clones it and writes
+// the clone.
 type table[K comparable, N comparable, E any] struct {
-	flat   map[K]E             // states without namespaces
+	flat   flatTable[K, E]     // states without namespaces
 	nested map[K]nsTable[N, E] // namespaced states: the namespaces of each key
-	ts     map[K]int64         // flat states with TTL: last access of each entry
-	ver    uint64              // the backend's version when these maps were made
+	ver    uint64              // the backend's version when nested was made
 }
 
 // nsTable holds the namespaces of one key. It is copied on write on its own,
@@ -156,11 +157,16 @@ func (s *store[K, N, E]) expired(last, now int64) bool {
 func (s *store[K, N, E]) get(n N, read bool) (E, bool) {
 	t := &s.tables[s.b.slot]
 	if !s.nested {
-		e, ok := t.flat[s.b.key]
-		if !ok || s.ttl == 0 {
-			return e, ok
+		i := t.flat.lookup(s.b.hash, s.b.key)
+		if i < 0 {
+			var zero E
+			return zero, false
 		}
-		return s.checkTTL(n, e, t.ts[s.b.key], read)
+		e := t.flat.slots[i].val
+		if s.ttl == 0 {
+			return e, true
+		}
+		return s.checkTTL(n, e, t.flat.ts[i], read)
 	}
 	in, ok := t.nested[s.b.key]
 	if !ok {
@@ -191,8 +197,11 @@ func (s *store[K, N, E]) checkTTL(n N, e E, last int64, read bool) (E, bool) {
 func (s *store[K, N, E]) peek(slot int, key K, n N) (E, bool) {
 	t := &s.tables[slot]
 	if !s.nested {
-		e, ok := t.flat[key]
-		return e, ok
+		if i := t.flat.lookup(s.b.hash, key); i >= 0 {
+			return t.flat.slots[i].val, true
+		}
+		var zero E
+		return zero, false
 	}
 	e, ok := t.nested[key].m[n]
 	return e, ok
@@ -202,10 +211,19 @@ func (s *store[K, N, E]) peek(slot int, key K, n N) (E, bool) {
 // its TTL.
 func (s *store[K, N, E]) set(n N, e E) {
 	if !s.nested {
-		t := s.writableTable()
-		t.flat[s.b.key] = e
+		t := &s.tables[s.b.slot].flat
+		var now int64
 		if s.ttl > 0 {
-			t.ts[s.b.key] = s.b.now()
+			now = s.b.now()
+		}
+		if i := t.lookup(s.b.hash, s.b.key); i >= 0 {
+			writableFlat(t, s.b)
+			t.slots[i].val = e
+			if s.ttl > 0 {
+				t.ts[i] = now
+			}
+		} else {
+			t.insert(s.b, s.b.key, e, now, s.ttl > 0)
 		}
 	} else {
 		in := s.writableNS()
@@ -229,7 +247,10 @@ func (s *store[K, N, E]) touched(n N) {
 // setLastAccess sets the last access of an existing entry.
 func (s *store[K, N, E]) setLastAccess(n N, now int64) {
 	if !s.nested {
-		s.writableTable().ts[s.b.key] = now
+		t := &s.tables[s.b.slot].flat
+		i := t.lookup(s.b.hash, s.b.key)
+		writableFlat(t, s.b)
+		t.ts[i] = now
 	} else {
 		s.writableNS().ts[n] = now
 	}
@@ -240,12 +261,11 @@ func (s *store[K, N, E]) setLastAccess(n N, now int64) {
 func (s *store[K, N, E]) del(n N) {
 	t := &s.tables[s.b.slot]
 	if !s.nested {
-		if _, ok := t.flat[s.b.key]; !ok {
+		i := t.flat.lookup(s.b.hash, s.b.key)
+		if i < 0 {
 			return
 		}
-		t = s.writableTable()
-		delete(t.flat, s.b.key)
-		delete(t.ts, s.b.key)
+		t.flat.remove(s.b, i)
 	} else {
 		in, ok := t.nested[s.b.key]
 		if !ok {
@@ -255,7 +275,7 @@ func (s *store[K, N, E]) del(n N) {
 			return
 		}
 		if len(in.m) == 1 { // the key's last namespace: drop the key
-			delete(s.writableTable().nested, s.b.key)
+			delete(s.writableNested().nested, s.b.key)
 		} else {
 			in = s.writableNS()
 			delete(in.m, n)
@@ -265,27 +285,20 @@ func (s *store[K, N, E]) del(n N) {
 	s.mods++
 }
 
-// writableTable returns the table of the current key group, its maps made
-// or cloned so that no snapshot holds them. A store keeps no map but those
-// in its tables, so after a clone nothing can reach the frozen maps for
-// writing.
-func (s *store[K, N, E]) writableTable() *table[K, N, E] {
+// writableNested returns the table of the current key group of a
+// namespaced state, its map made or cloned so that no snapshot holds it. A
+// store keeps no map but those in its tables, so after a clone nothing can
+// reach the frozen map for writing.
+func (s *store[K, N, E]) writableNested() *table[K, N, E] {
 	t := &s.tables[s.b.slot]
 	switch {
-	case t.flat == nil && t.nested == nil:
-		if s.nested {
-			t.nested = make(map[K]nsTable[N, E])
-		} else {
-			t.flat = make(map[K]E)
-			if s.ttl > 0 {
-				t.ts = make(map[K]int64)
-			}
-		}
+	case t.nested == nil:
+		t.nested = make(map[K]nsTable[N, E])
 		t.ver = s.b.version
 	case !s.b.writable(t.ver):
-		// Shallow: a namespaced table's nsTables keep their versions, so
-		// they stay frozen and are copied when written.
-		t.flat, t.nested, t.ts = maps.Clone(t.flat), maps.Clone(t.nested), maps.Clone(t.ts)
+		// Shallow: the nsTables keep their versions, so they stay frozen
+		// and are copied when written.
+		t.nested = maps.Clone(t.nested)
 		t.ver = s.b.version
 	}
 	return t
@@ -309,7 +322,7 @@ func (s *store[K, N, E]) writableNS() nsTable[N, E] {
 			in.ts = make(map[N]int64, 1)
 		}
 	}
-	s.writableTable().nested[s.b.key] = in
+	s.writableNested().nested[s.b.key] = in
 	return in
 }
 
@@ -360,7 +373,7 @@ func (s *store[K, N, E]) clearNamespaces() {
 	if _, ok := s.tables[s.b.slot].nested[s.b.key]; !ok {
 		return
 	}
-	delete(s.writableTable().nested, s.b.key)
+	delete(s.writableNested().nested, s.b.key)
 	s.mods++
 }
 
@@ -369,7 +382,7 @@ func (s *store[K, N, E]) clearNamespaces() {
 func (s *store[K, N, E]) len() int {
 	n := 0
 	for _, t := range s.tables {
-		n += len(t.flat)
+		n += t.flat.n
 		for _, in := range t.nested {
 			n += len(in.m)
 		}
@@ -395,6 +408,13 @@ func (s *store[K, N, E]) load(raw []format.StateBlock) error {
 			return fmt.Errorf("restore state %q, key group %d: the backend has no key codec", name, group)
 		}
 		t := table[K, N, E]{ver: s.b.version}
+		if !s.nested {
+			size := minSlots
+			for !maxLoad(blk.Entries, size) {
+				size *= 2
+			}
+			t.flat.grow(size, s.b.hash, s.b.version, s.ttl > 0)
+		}
 		err := blk.ForEach(func(kb, vb []byte) error {
 			k, n, err := kc.Decode(kb)
 			if err != nil {
@@ -425,19 +445,10 @@ func (s *store[K, N, E]) load(raw []format.StateBlock) error {
 				return fmt.Errorf("decode value of key %v: %w", k, err)
 			}
 			if !s.nested {
-				if t.flat == nil {
-					t.flat = make(map[K]E, blk.Entries)
-					if s.ttl > 0 {
-						t.ts = make(map[K]int64, blk.Entries)
-					}
-				}
-				if _, dup := t.flat[k]; dup {
+				if t.flat.lookup(s.b.hash, k) >= 0 {
 					return fmt.Errorf("key %v decoded twice from different bytes", k)
 				}
-				t.flat[k] = e
-				if s.ttl > 0 {
-					t.ts[k] = last
-				}
+				t.flat.insert(s.b, k, e, last, s.ttl > 0)
 				return nil
 			}
 			if t.nested == nil {
@@ -469,9 +480,14 @@ func (s *store[K, N, E]) load(raw []format.StateBlock) error {
 }
 
 func (s *store[K, N, E]) capture(now int64) captured {
+	tables := make([]tableView[K, N, E], len(s.tables))
+	for i := range s.tables {
+		t := &s.tables[i]
+		tables[i] = tableView[K, N, E]{flat: t.flat.capture(), nested: t.nested}
+	}
 	return &storeCapture[K, N, E]{
 		info:     s.info,
-		tables:   slices.Clone(s.tables),
+		tables:   tables,
 		keyCodec: s.b.keyCodec,
 		nsCodec:  s.nsCodec,
 		encode:   s.newEncoder(),
@@ -484,12 +500,18 @@ func (s *store[K, N, E]) capture(now int64) captured {
 // which nothing writes any more.
 type storeCapture[K comparable, N comparable, E any] struct {
 	info     format.StateInfo
-	tables   []table[K, N, E] // by slot; frozen
+	tables   []tableView[K, N, E] // by slot; frozen
 	keyCodec codec.Codec[K]
 	nsCodec  codec.Codec[N]
 	encode   func([]byte, E) []byte
 	ttl      int64
 	now      int64 // when the snapshot was taken
+}
+
+// tableView is a snapshot's view of a table.
+type tableView[K comparable, N comparable, E any] struct {
+	flat   flatView[K, E]
+	nested map[K]nsTable[N, E]
 }
 
 func (c *storeCapture[K, N, E]) stateInfo() format.StateInfo { return c.info }
@@ -502,14 +524,14 @@ func (c *storeCapture[K, N, E]) entries(slot int) int {
 	t := &c.tables[slot]
 	n := 0
 	if c.ttl == 0 {
-		n = len(t.flat)
+		n = t.flat.n
 		for _, in := range t.nested {
 			n += len(in.m)
 		}
 		return n
 	}
-	for _, last := range t.ts {
-		if c.live(last) {
+	for i := range t.flat.all {
+		if c.live(t.flat.ts[i]) {
 			n++
 		}
 	}
@@ -535,10 +557,12 @@ func (c *storeCapture[K, N, E]) write(w *format.Writer, slot, n int, sc *scratch
 		}
 		return c.encode(buf, e)
 	}
-	for k, e := range t.flat {
+	for i := range t.flat.all {
+		sl := &t.flat.slots[i]
+		k, e := sl.key, sl.val
 		var last int64
 		if c.ttl > 0 {
-			if last = t.ts[k]; !c.live(last) {
+			if last = t.flat.ts[i]; !c.live(last) {
 				continue
 			}
 		}
