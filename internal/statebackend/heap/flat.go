@@ -3,6 +3,7 @@ package heap
 import (
 	"hash/maphash"
 	"math/bits"
+	"sync"
 	"unsafe"
 )
 
@@ -33,6 +34,12 @@ type flatTable[K comparable, E any] struct {
 	ts    []int64      // with a TTL: last access of the entry in each slot; else nil
 	n     int          // used slots
 	ver   uint64
+	// layout identifies where the entries sit: a new value (from
+	// Backend.layouts) whenever an entry is added, removed or moved, so
+	// that two captures with the same layout hold the same keys in the
+	// same slots, and an order of the slots by key computed for one holds
+	// for the other (see orderCache). Copying the slots keeps it.
+	layout uint64
 }
 
 // slot is one entry of a flatTable.
@@ -91,9 +98,10 @@ func writableFlat[K comparable, E any](t *flatTable[K, E], b *Backend[K]) {
 	t.ver = b.version
 }
 
-// grow moves t's entries into new slices of size slots; hash is the key
-// hash. The new slices belong to version version.
-func (t *flatTable[K, E]) grow(size int, hash func(K) uint64, version uint64, ttl bool) {
+// grow moves t's entries into new slices of size slots, which belong to
+// the backend's current version.
+func (t *flatTable[K, E]) grow(b *Backend[K], size int, ttl bool) {
+	hash := b.hash
 	old, oldUsed, oldTS := t.slots, t.used, t.ts
 	t.slots = make([]slot[K, E], size)
 	t.used = make([]uint64, (size+63)/64)
@@ -101,7 +109,8 @@ func (t *flatTable[K, E]) grow(size int, hash func(K) uint64, version uint64, tt
 	if ttl {
 		t.ts = make([]int64, size)
 	}
-	t.ver = version
+	t.ver = b.version
+	t.layout = b.newLayout()
 	for j := range old {
 		if oldUsed[j>>6]&(1<<(j&63)) == 0 {
 			continue
@@ -119,7 +128,7 @@ func (t *flatTable[K, E]) grow(size int, hash func(K) uint64, version uint64, tt
 // TTL).
 func (t *flatTable[K, E]) insert(b *Backend[K], key K, e E, last int64, ttl bool) {
 	if len(t.slots) == 0 || !maxLoad(t.n+1, len(t.slots)) {
-		t.grow(max(minSlots, 2*len(t.slots)), b.hash, b.version, ttl)
+		t.grow(b, max(minSlots, 2*len(t.slots)), ttl)
 	} else {
 		writableFlat(t, b)
 	}
@@ -130,6 +139,7 @@ func (t *flatTable[K, E]) insert(b *Backend[K], key K, e E, last int64, ttl bool
 		t.ts[i] = last
 	}
 	t.n++
+	t.layout = b.newLayout()
 }
 
 // remove deletes the entry in slot i, shifting back the entries of the
@@ -155,21 +165,23 @@ func (t *flatTable[K, E]) remove(b *Backend[K], i int) {
 		t.ts[i] = 0
 	}
 	t.n--
+	t.layout = b.newLayout()
 }
 
 // capture returns t as a snapshot sees it. The slices are frozen from now
 // on, by version: the caller raises the backend's frozenBelow.
 func (t *flatTable[K, E]) capture() flatView[K, E] {
-	return flatView[K, E]{slots: t.slots, used: t.used, ts: t.ts, n: t.n}
+	return flatView[K, E]{slots: t.slots, used: t.used, ts: t.ts, n: t.n, layout: t.layout}
 }
 
 // flatView is a snapshot's view of a flatTable: nothing writes its slices
 // any more.
 type flatView[K comparable, E any] struct {
-	slots []slot[K, E]
-	used  []uint64
-	ts    []int64
-	n     int
+	slots  []slot[K, E]
+	used   []uint64
+	ts     []int64
+	n      int
+	layout uint64
 }
 
 // hasherFor returns the hash function of a backend's tables for keys of
@@ -211,5 +223,46 @@ func (v *flatView[K, E]) all(yield func(int) bool) {
 				return
 			}
 		}
+	}
+}
+
+// orderCache keeps, per key group, the order by key bytes of the slots of a
+// state's flat table, as the last snapshot that sorted them found it, with
+// the table's layout. A later snapshot of the same layout (the keys did
+// not move, only their entries changed: a running aggregate over a fixed
+// key set) writes its entries in that order without encoding and sorting
+// the keys first. The snapshots' writers share it, each on its goroutine.
+//
+// An order costs 4 bytes per entry. A wrong order cannot make a wrong
+// file: format.Writer.Entry refuses keys out of order.
+type orderCache struct {
+	mu     sync.Mutex
+	bySlot []cachedOrder
+}
+
+type cachedOrder struct {
+	layout uint64
+	order  []int32 // slot indexes; never modified once cached
+}
+
+func newOrderCache(slots int) *orderCache { return &orderCache{bySlot: make([]cachedOrder, slots)} }
+
+// get returns the order of the table at slot with layout layout, or nil.
+func (oc *orderCache) get(slot int, layout uint64) []int32 {
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	if c := oc.bySlot[slot]; c.layout == layout {
+		return c.order
+	}
+	return nil
+}
+
+// put caches order for the table at slot with layout layout, unless a
+// newer layout is cached.
+func (oc *orderCache) put(slot int, layout uint64, order []int32) {
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	if oc.bySlot[slot].layout < layout {
+		oc.bySlot[slot] = cachedOrder{layout: layout, order: order}
 	}
 }

@@ -2,13 +2,16 @@ package heap
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/keygroup"
+	"github.com/weirstream/weir/state"
 )
 
 // viewContents returns the entries (and last-access times) a snapshot's
@@ -190,5 +193,141 @@ func TestFlatTableCopiesOncePerSnapshot(t *testing.T) {
 			got, _ := restore(t, r, kc, []file{f})
 			equal(t, "snapshot", contents(t, mustValue[int64, int64](t, got, "v")), want)
 		})
+	}
+}
+
+// TestOrderCacheWritesCanonicalBytes takes snapshots of a state whose keys
+// stay put while their values change (the order of the first is reused),
+// then after inserts and deletes (it is not), and with a TTL some entries of
+// which expired between two snapshots of the same layout (the reused order
+// skips them). Every file must be byte for byte what a fresh backend
+// holding the same entries writes.
+func TestOrderCacheWritesCanonicalBytes(t *testing.T) {
+	r := keygroup.Range{Start: 0, End: 16}
+	kc := codec.String()
+	var keys []string
+	for i := 0; len(keys) < 2000; i++ {
+		if k := fmt.Sprint("k", i); r.Contains(groupOf(kc, k)) {
+			keys = append(keys, k)
+		}
+	}
+	clock := &fakeClock{}
+	b := newClocked(r, clock)
+	plain := mustValue[string, int](t, b, "plain")
+	ttl := must[*ValueState[string, int]](t)(NewValueState(b, "ttl", codec.Int(), ttlOf(100, state.OnCreateAndWrite)))
+	live, liveTTL := map[string]int{}, map[string]int{}
+	last := map[string]int64{}
+	put := func(k string, v int) {
+		b.SetCurrentKey(k, groupOf(kc, k))
+		plain.Update(v)
+		ttl.Update(v)
+		live[k], liveTTL[k], last[k] = v, v, clock.ms
+	}
+	for i, k := range keys[:1500] {
+		clock.ms = int64(i % 50)
+		put(k, i)
+	}
+	// reference writes what a backend holding exactly the live entries
+	// writes at the clock's time.
+	reference := func(id int64) file {
+		rb := newClocked(r, clock)
+		rp := mustValue[string, int](t, rb, "plain")
+		rt := must[*ValueState[string, int]](t)(NewValueState(rb, "ttl", codec.Int(), ttlOf(100, state.OnCreateAndWrite)))
+		saved := clock.ms
+		for k, v := range live {
+			rb.SetCurrentKey(k, groupOf(kc, k))
+			rp.Update(v)
+		}
+		for k, v := range liveTTL {
+			clock.ms = last[k]
+			rb.SetCurrentKey(k, groupOf(kc, k))
+			rt.Update(v)
+		}
+		clock.ms = saved
+		return checkpointTo(t, rb, id)
+	}
+	cached := func() int {
+		n := 0
+		for slot := range plain.s.tables {
+			if c := plain.s.orders.bySlot[slot]; c.layout != 0 && c.layout == plain.s.tables[slot].flat.layout {
+				n++
+			}
+		}
+		return n
+	}
+	check := func(id int64, what string, wantCached bool) {
+		t.Helper()
+		if got := cached() == r.Len(); got != wantCached {
+			t.Fatalf("%s: orders of every key group cached before the snapshot: %v, want %v", what, got, wantCached)
+		}
+		if f, ref := checkpointTo(t, b, id), reference(id); !slices.Equal(f.data, ref.data) {
+			t.Fatalf("%s: the snapshot's bytes differ from a fresh backend's", what)
+		}
+		if cached() != r.Len() {
+			t.Fatalf("%s: the snapshot left %d of %d key groups' orders cached", what, cached(), r.Len())
+		}
+	}
+	clock.ms = 60
+	check(1, "first snapshot", false)
+	for i, k := range keys[:1500] {
+		b.SetCurrentKey(k, groupOf(kc, k))
+		plain.Update(-i)
+		live[k] = -i
+	}
+	check(2, "values changed", true)
+	clock.ms = 120 // keys last written at 0..19 expired; the rest live
+	for k, at := range last {
+		if at+100 <= clock.ms {
+			delete(liveTTL, k)
+		}
+	}
+	if len(liveTTL) == 0 || len(liveTTL) == len(live) {
+		t.Fatalf("%d of %d entries live: the test expires none or all", len(liveTTL), len(live))
+	}
+	check(3, "some TTL entries expired", true)
+	for _, k := range keys[1500:] {
+		put(k, 7)
+	}
+	for _, k := range keys[:300] {
+		b.SetCurrentKey(k, groupOf(kc, k))
+		plain.Clear()
+		ttl.Clear()
+		delete(live, k)
+		delete(liveTTL, k)
+	}
+	check(4, "keys added and removed", false)
+}
+
+// TestWrongCachedOrderFailsTheSnapshot corrupts a cached order: the
+// snapshot must fail, not write keys out of order.
+func TestWrongCachedOrderFailsTheSnapshot(t *testing.T) {
+	r := keygroup.Range{Start: 0, End: 1}
+	kc := codec.Int64()
+	b := New(r, kc)
+	s := mustValue[int64, int64](t, b, "v")
+	var n int64
+	for k := int64(0); n < 10; k++ {
+		if groupOf(kc, k) == 0 {
+			b.SetCurrentKey(k, 0)
+			s.Update(k)
+			n++
+		}
+	}
+	checkpointTo(t, b, 1)
+	c := s.s.orders.bySlot[0]
+	if c.layout == 0 || len(c.order) != 10 {
+		t.Fatalf("no order cached after the first snapshot: %+v", c)
+	}
+	swapped := slices.Clone(c.order)
+	swapped[3], swapped[4] = swapped[4], swapped[3]
+	s.s.orders.bySlot[0].order = swapped
+	snap, err := b.Snapshot(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = snap.WriteState(io.Discard)
+	snap.Release()
+	if err == nil || !strings.Contains(err.Error(), "out of order") {
+		t.Fatalf("WriteState with a wrong cached order: %v, want an out-of-order error", err)
 	}
 }

@@ -31,6 +31,15 @@ type Backend[K comparable] struct {
 	version     uint64   // version of the latest snapshot; 0 before the first
 	live        []uint64 // versions of the snapshots not yet released
 	frozenBelow uint64   // max(live), 0 when none: maps made before it are frozen
+
+	layouts uint64 // the last flatTable.layout handed out
+}
+
+// newLayout returns a layout identifier never returned before (see
+// flatTable.layout); 0 is never one.
+func (b *Backend[K]) newLayout() uint64 {
+	b.layouts++
+	return b.layouts
 }
 
 // Options configure a Backend. The zero value gives the defaults.

@@ -168,7 +168,8 @@ func (s *snapshot[K]) Release() {
 type scratch struct {
 	buf     []byte
 	entries []span
-	key     []byte // the current key's bytes, for namespaced states
+	key     []byte  // the current key's bytes, for namespaced states
+	at      []int32 // the slot of each entry of a flat table
 	keys    keySorter
 }
 

@@ -38,6 +38,8 @@ type store[K comparable, N comparable, E any] struct {
 	newEncoder func() func(dst []byte, e E) []byte
 	// decode decodes an entry's whole value bytes (without TTL prefix).
 	decode func(src []byte) (E, error)
+
+	orders *orderCache // of the flat tables; nil if nested
 }
 
 // table is the part of one state in one key group. A state without
@@ -98,6 +100,9 @@ func newStore[K comparable, N comparable, E any](b *Backend[K], name string, spe
 		nsCodec:    nsCodec,
 		newEncoder: spec.newEncoder,
 		decode:     spec.decode,
+	}
+	if !s.nested {
+		s.orders = newOrderCache(len(s.tables))
 	}
 	if o.hasTTL {
 		if err := o.ttl.Validate(); err != nil {
@@ -413,7 +418,7 @@ func (s *store[K, N, E]) load(raw []format.StateBlock) error {
 			for !maxLoad(blk.Entries, size) {
 				size *= 2
 			}
-			t.flat.grow(size, s.b.hash, s.b.version, s.ttl > 0)
+			t.flat.grow(s.b, size, s.ttl > 0)
 		}
 		err := blk.ForEach(func(kb, vb []byte) error {
 			k, n, err := kc.Decode(kb)
@@ -493,6 +498,7 @@ func (s *store[K, N, E]) capture(now int64) captured {
 		encode:   s.newEncoder(),
 		ttl:      s.ttl,
 		now:      now,
+		orders:   s.orders,
 	}
 }
 
@@ -505,7 +511,8 @@ type storeCapture[K comparable, N comparable, E any] struct {
 	nsCodec  codec.Codec[N]
 	encode   func([]byte, E) []byte
 	ttl      int64
-	now      int64 // when the snapshot was taken
+	now      int64       // when the snapshot was taken
+	orders   *orderCache // nil if nested
 }
 
 // tableView is a snapshot's view of a table.
@@ -547,9 +554,14 @@ func (c *storeCapture[K, N, E]) entries(slot int) int {
 
 func (c *storeCapture[K, N, E]) write(w *format.Writer, slot, n int, sc *scratch) error {
 	t := &c.tables[slot]
+	if c.orders != nil {
+		if order := c.orders.get(slot, t.flat.layout); order != nil {
+			return c.writeInOrder(w, slot, n, sc, order)
+		}
+	}
 	// Locals, stored back into sc once: appending to sc's fields would
 	// run a GC write barrier per append while a collection is marking.
-	buf, ents, key := sc.buf[:0], sc.entries[:0], sc.key
+	buf, ents, key, at := sc.buf[:0], sc.entries[:0], sc.key, sc.at[:0]
 	// value appends the value bytes of an entry.
 	value := func(buf []byte, e E, last int64) []byte {
 		if c.ttl > 0 {
@@ -572,6 +584,7 @@ func (c *storeCapture[K, N, E]) write(w *format.Writer, slot, n int, sc *scratch
 		buf = value(buf, e, last)
 		sp.end = len(buf)
 		ents = append(ents, sp)
+		at = append(at, int32(i))
 	}
 	for k, in := range t.nested {
 		key = c.keyCodec.Append(key[:0], k)
@@ -591,11 +604,20 @@ func (c *storeCapture[K, N, E]) write(w *format.Writer, slot, n int, sc *scratch
 			ents = append(ents, sp)
 		}
 	}
-	sc.buf, sc.entries, sc.key = buf, ents, key
+	sc.buf, sc.entries, sc.key, sc.at = buf, ents, key, at
 	if len(ents) != n {
 		return fmt.Errorf("state %q, key group slot %d: counted %d entries, found %d", c.info.Name, slot, n, len(ents))
 	}
 	order := sc.keys.sort(buf, sc.entries)
+	if c.orders != nil && n == t.flat.n && t.flat.layout != 0 {
+		// Every entry was written (none expired): the order holds for the
+		// next snapshot of this layout.
+		slots := make([]int32, n)
+		for j, it := range order {
+			slots[j] = at[it.i]
+		}
+		c.orders.put(slot, t.flat.layout, slots)
+	}
 	if err := w.StartState(c.info.Name, n); err != nil {
 		return err
 	}
@@ -604,6 +626,40 @@ func (c *storeCapture[K, N, E]) write(w *format.Writer, slot, n int, sc *scratch
 		if err := w.Entry(buf[e.k:e.v], buf[e.v:e.end]); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// writeInOrder writes the n entries of the flat table at slot in the order
+// of its slots that a snapshot of the same layout found (orderCache):
+// encoding each entry straight into the Writer, with no sort.
+func (c *storeCapture[K, N, E]) writeInOrder(w *format.Writer, slot, n int, sc *scratch, order []int32) error {
+	t := &c.tables[slot].flat
+	if err := w.StartState(c.info.Name, n); err != nil {
+		return err
+	}
+	kb, vb := sc.key[:0], sc.buf[:0]
+	written := 0
+	for _, i := range order {
+		vb = vb[:0]
+		if c.ttl > 0 {
+			last := t.ts[i]
+			if !c.live(last) {
+				continue
+			}
+			vb = format.AppendTTL(vb, last)
+		}
+		sl := &t.slots[i]
+		kb = c.keyCodec.Append(kb[:0], sl.key)
+		vb = c.encode(vb, sl.val)
+		if err := w.Entry(kb, vb); err != nil {
+			return err
+		}
+		written++
+	}
+	sc.key, sc.buf = kb, vb
+	if written != n {
+		return fmt.Errorf("state %q, key group slot %d: counted %d entries, found %d", c.info.Name, slot, n, written)
 	}
 	return nil
 }
