@@ -226,9 +226,9 @@ func (v *flatView[K, E]) all(yield func(int) bool) {
 	}
 }
 
-// orderCache keeps, per key group, the order by key bytes of the slots of a
-// state's flat table, as the last snapshot that sorted them found it, with
-// the table's layout. A later snapshot of the same layout (the keys did
+// orderCache keeps, per key group, the order by key bytes of the used slots
+// of a state's flat table (as ranks among the used slots), as the last
+// snapshot that sorted them found it, with the table's layout. A later snapshot of the same layout (the keys did
 // not move, only their entries changed: a running aggregate over a fixed
 // key set) writes its entries in that order without encoding and sorting
 // the keys first. The snapshots' writers share it, each on its goroutine.
@@ -242,7 +242,7 @@ type orderCache struct {
 
 type cachedOrder struct {
 	layout uint64
-	order  []int32 // slot indexes; never modified once cached
+	order  []int32 // ranks among the used slots; never modified once cached
 }
 
 func newOrderCache(slots int) *orderCache { return &orderCache{bySlot: make([]cachedOrder, slots)} }

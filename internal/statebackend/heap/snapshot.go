@@ -168,8 +168,7 @@ func (s *snapshot[K]) Release() {
 type scratch struct {
 	buf     []byte
 	entries []span
-	key     []byte  // the current key's bytes, for namespaced states
-	at      []int32 // the slot of each entry of a flat table
+	key     []byte // the current key's bytes, for namespaced states
 	keys    keySorter
 }
 

@@ -561,7 +561,7 @@ func (c *storeCapture[K, N, E]) write(w *format.Writer, slot, n int, sc *scratch
 	}
 	// Locals, stored back into sc once: appending to sc's fields would
 	// run a GC write barrier per append while a collection is marking.
-	buf, ents, key, at := sc.buf[:0], sc.entries[:0], sc.key, sc.at[:0]
+	buf, ents, key := sc.buf[:0], sc.entries[:0], sc.key
 	// value appends the value bytes of an entry.
 	value := func(buf []byte, e E, last int64) []byte {
 		if c.ttl > 0 {
@@ -584,7 +584,6 @@ func (c *storeCapture[K, N, E]) write(w *format.Writer, slot, n int, sc *scratch
 		buf = value(buf, e, last)
 		sp.end = len(buf)
 		ents = append(ents, sp)
-		at = append(at, int32(i))
 	}
 	for k, in := range t.nested {
 		key = c.keyCodec.Append(key[:0], k)
@@ -604,19 +603,20 @@ func (c *storeCapture[K, N, E]) write(w *format.Writer, slot, n int, sc *scratch
 			ents = append(ents, sp)
 		}
 	}
-	sc.buf, sc.entries, sc.key, sc.at = buf, ents, key, at
+	sc.buf, sc.entries, sc.key = buf, ents, key
 	if len(ents) != n {
 		return fmt.Errorf("state %q, key group slot %d: counted %d entries, found %d", c.info.Name, slot, n, len(ents))
 	}
 	order := sc.keys.sort(buf, sc.entries)
 	if c.orders != nil && n == t.flat.n && t.flat.layout != 0 {
-		// Every entry was written (none expired): the order holds for the
-		// next snapshot of this layout.
-		slots := make([]int32, n)
+		// Every entry was written (none expired), so an entry's index is
+		// its rank among the used slots: the order holds for the next
+		// snapshot of this layout.
+		ranks := make([]int32, n)
 		for j, it := range order {
-			slots[j] = at[it.i]
+			ranks[j] = int32(it.i)
 		}
-		c.orders.put(slot, t.flat.layout, slots)
+		c.orders.put(slot, t.flat.layout, ranks)
 	}
 	if err := w.StartState(c.info.Name, n); err != nil {
 		return err
@@ -630,34 +630,53 @@ func (c *storeCapture[K, N, E]) write(w *format.Writer, slot, n int, sc *scratch
 	return nil
 }
 
-// writeInOrder writes the n entries of the flat table at slot in the order
-// of its slots that a snapshot of the same layout found (orderCache):
-// encoding each entry straight into the Writer, with no sort.
-func (c *storeCapture[K, N, E]) writeInOrder(w *format.Writer, slot, n int, sc *scratch, order []int32) error {
+// writeInOrder writes the n entries of the flat table at slot in an order
+// that a snapshot of the same layout found (orderCache): ranks[j] is the
+// rank, among the used slots in slot order, of the j-th smallest key. It
+// encodes the entries in slot order, as write does (reading the slots
+// sequentially, not in key order, which would miss the caches on every
+// entry of a large table), then writes them in key order, with no sort.
+// Entries of a TTL state expired since are encoded as absent and skipped.
+func (c *storeCapture[K, N, E]) writeInOrder(w *format.Writer, slot, n int, sc *scratch, ranks []int32) error {
 	t := &c.tables[slot].flat
+	buf, ents := sc.buf[:0], sc.entries[:0]
+	for i := range t.all {
+		sp := span{k: len(buf), v: len(buf), end: -1}
+		var last int64
+		if c.ttl > 0 {
+			if last = t.ts[i]; !c.live(last) {
+				ents = append(ents, sp)
+				continue
+			}
+		}
+		sl := &t.slots[i]
+		buf = c.keyCodec.Append(buf, sl.key)
+		sp.v = len(buf)
+		if c.ttl > 0 {
+			buf = format.AppendTTL(buf, last)
+		}
+		buf = c.encode(buf, sl.val)
+		sp.end = len(buf)
+		ents = append(ents, sp)
+	}
+	sc.buf, sc.entries = buf, ents
+	if len(ents) != len(ranks) {
+		return fmt.Errorf("state %q, key group slot %d: %d entries for an order of %d", c.info.Name, slot, len(ents), len(ranks))
+	}
 	if err := w.StartState(c.info.Name, n); err != nil {
 		return err
 	}
-	kb, vb := sc.key[:0], sc.buf[:0]
 	written := 0
-	for _, i := range order {
-		vb = vb[:0]
-		if c.ttl > 0 {
-			last := t.ts[i]
-			if !c.live(last) {
-				continue
-			}
-			vb = format.AppendTTL(vb, last)
+	for _, r := range ranks {
+		e := ents[r]
+		if e.end < 0 {
+			continue
 		}
-		sl := &t.slots[i]
-		kb = c.keyCodec.Append(kb[:0], sl.key)
-		vb = c.encode(vb, sl.val)
-		if err := w.Entry(kb, vb); err != nil {
+		if err := w.Entry(buf[e.k:e.v], buf[e.v:e.end]); err != nil {
 			return err
 		}
 		written++
 	}
-	sc.key, sc.buf = kb, vb
 	if written != n {
 		return fmt.Errorf("state %q, key group slot %d: counted %d entries, found %d", c.info.Name, slot, n, written)
 	}
