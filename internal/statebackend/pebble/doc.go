@@ -57,6 +57,22 @@
 // counted and concatenated, a list's chunks joined), so the files are the
 // heap backend's, byte for byte.
 //
+// # Write-back cache
+//
+// Point reads and writes of value, map, reducing and aggregating states go
+// through a bounded write-back cache of database entries (cache.go;
+// Options.WriteCacheSize, 32 MiB by default, negative to disable): an
+// entry keyed by the full database key holds the stored value bytes (or
+// records that the key is absent), and a write only marks it dirty, so a
+// hot key is read and written in memory and reaches the database in
+// batches. Dirty entries are written back when CLOCK eviction removes
+// them, before any iterator over their state is opened (Namespaces,
+// Entries, a map's All, Len and Remove, clears), and all of them in the
+// synchronous phase of every snapshot, full or incremental, before the
+// database's snapshot or checkpoint is taken. Restores start with an empty
+// cache; Close drops it with the database. Lists append with merge
+// operands and bypass it.
+//
 // # TTL
 //
 // WithTTL gives a state of any kind a processing-time TTL (Options.Clock),
