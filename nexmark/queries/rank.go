@@ -83,28 +83,19 @@ type q19TopN struct {
 	// top holds the auction's best bids, best first. Its slices are never
 	// changed in place: a snapshot may still hold them.
 	top state.Value[[]nexmark.Bid]
-	// prices holds the prices of top, in the same order: every bid reads
-	// them to find its rank, and only a bid that enters the top reads (and
-	// rewrites) top, whose bids (strings included) cost far more to decode
-	// on the pebble backend. Once an auction has its ten bids, most of its
-	// later bids rank below them.
-	prices state.Value[[]int64]
 }
 
 func (t *q19TopN) Open(ctx *weir.KeyedContext[int64]) (err error) {
-	if t.top, err = weir.Value[[]nexmark.Bid](ctx, "top"); err != nil {
-		return err
-	}
-	t.prices, err = weir.Value[[]int64](ctx, "top-prices")
+	t.top, err = weir.Value[[]nexmark.Bid](ctx, "top")
 	return err
 }
 
 func (t *q19TopN) ProcessElement(_ *weir.KeyedContext[int64], b nexmark.Bid, out weir.Collector[Change[Q19Row]]) error {
-	prices, _ := t.prices.Value()
+	old, _ := t.top.Value()
 	// The new bid goes after every bid with a price at least as high.
-	pos := len(prices)
-	for i, p := range prices {
-		if p < b.Price {
+	pos := len(old)
+	for i, o := range old {
+		if o.Price < b.Price {
 			pos = i
 			break
 		}
@@ -112,14 +103,11 @@ func (t *q19TopN) ProcessElement(_ *weir.KeyedContext[int64], b nexmark.Bid, out
 	if pos >= Q19TopN {
 		return nil
 	}
-	old, _ := t.top.Value()
 	next := slices.Insert(slices.Clone(old), pos, b)
-	nextPrices := slices.Insert(slices.Clone(prices), pos, b.Price)
 	if len(next) > Q19TopN {
-		next, nextPrices = next[:Q19TopN], nextPrices[:Q19TopN]
+		next = next[:Q19TopN]
 	}
 	t.top.Update(next)
-	t.prices.Update(nextPrices)
 	// Ranks pos+1 … len(next) now hold other rows.
 	for i := pos; i < len(next); i++ {
 		if i < len(old) {
