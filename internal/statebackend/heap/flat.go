@@ -35,10 +35,12 @@ type flatTable[K comparable, E any] struct {
 	n     int          // used slots
 	ver   uint64
 	// layout identifies where the entries sit: a new value (from
-	// Backend.layouts) whenever an entry is added, removed or moved, so
-	// that two captures with the same layout hold the same keys in the
-	// same slots, and an order of the slots by key computed for one holds
-	// for the other (see orderCache). Copying the slots keeps it.
+	// Backend.layouts) whenever an entry is removed or moved (growth, or
+	// the shift after a removal), so that a key keeps its slot while the
+	// layout stays the same. Inserts keep it: linear probing puts a new key
+	// in a free slot and moves no other. An order of the slots by key
+	// computed for one capture therefore holds for the keys of a later
+	// capture of the same layout (see orderCache). Copying keeps it.
 	layout uint64
 }
 
@@ -139,7 +141,6 @@ func (t *flatTable[K, E]) insert(b *Backend[K], key K, e E, last int64, ttl bool
 		t.ts[i] = last
 	}
 	t.n++
-	t.layout = b.newLayout()
 }
 
 // remove deletes the entry in slot i, shifting back the entries of the
@@ -226,12 +227,14 @@ func (v *flatView[K, E]) all(yield func(int) bool) {
 	}
 }
 
-// orderCache keeps, per key group, the order by key bytes of the used slots
-// of a state's flat table (as ranks among the used slots), as the last
-// snapshot that sorted them found it, with the table's layout. A later snapshot of the same layout (the keys did
-// not move, only their entries changed: a running aggregate over a fixed
-// key set) writes its entries in that order without encoding and sorting
-// the keys first. The snapshots' writers share it, each on its goroutine.
+// orderCache keeps, per key group, the slots of a state's flat table in
+// the order of their keys' bytes, as the last snapshot that sorted them
+// found it, with the table's layout and its used slots. A later snapshot
+// of the same layout (the keys did not move; some may have been added)
+// sorts only the keys added since and merges them in, instead of sorting
+// the whole key group: a running aggregate over a slowly growing key set,
+// like the checkpoint overhead benchmark, sorts almost nothing. The
+// snapshots' writers share it, each on its goroutine.
 //
 // An order costs 4 bytes per entry. A wrong order cannot make a wrong
 // file: format.Writer.Entry refuses keys out of order.
@@ -242,27 +245,54 @@ type orderCache struct {
 
 type cachedOrder struct {
 	layout uint64
-	order  []int32 // ranks among the used slots; never modified once cached
+	used   []uint64 // the used slots of the table the order is of
+	order  []int32  // those slots by key; never modified once cached
 }
 
 func newOrderCache(slots int) *orderCache { return &orderCache{bySlot: make([]cachedOrder, slots)} }
 
-// get returns the order of the table at slot with layout layout, or nil.
-func (oc *orderCache) get(slot int, layout uint64) []int32 {
+// get returns the cached order of the table at slot, if it is of layout
+// layout and of a subset of the slots in used.
+func (oc *orderCache) get(slot int, layout uint64, used []uint64) (cachedOrder, bool) {
 	oc.mu.Lock()
-	defer oc.mu.Unlock()
-	if c := oc.bySlot[slot]; c.layout == layout {
-		return c.order
+	c := oc.bySlot[slot]
+	oc.mu.Unlock()
+	if c.layout != layout || len(c.used) != len(used) {
+		return cachedOrder{}, false
 	}
-	return nil
+	for w, u := range c.used {
+		if u&^used[w] != 0 {
+			return cachedOrder{}, false
+		}
+	}
+	return c, true
 }
 
-// put caches order for the table at slot with layout layout, unless a
-// newer layout is cached.
-func (oc *orderCache) put(slot int, layout uint64, order []int32) {
+// put caches c for the table at slot, unless the one cached is of a newer
+// layout, or of the same layout with more slots.
+func (oc *orderCache) put(slot int, c cachedOrder) {
 	oc.mu.Lock()
 	defer oc.mu.Unlock()
-	if oc.bySlot[slot].layout < layout {
-		oc.bySlot[slot] = cachedOrder{layout: layout, order: order}
+	old := oc.bySlot[slot]
+	if old.layout < c.layout || (old.layout == c.layout && len(old.order) < len(c.order)) {
+		oc.bySlot[slot] = c
 	}
+}
+
+// ranks returns, for used (a bitmap), the number of set bits before each
+// word: the rank of slot i among the used slots is ranks[i/64] plus the set
+// bits of used[i/64] below bit i%64.
+func ranks(used []uint64, dst []int32) []int32 {
+	dst = dst[:0]
+	var r int32
+	for _, u := range used {
+		dst = append(dst, r)
+		r += int32(bits.OnesCount64(u))
+	}
+	return dst
+}
+
+// rankOf returns the rank of used slot i (see ranks).
+func rankOf(used []uint64, prefix []int32, i int32) int32 {
+	return prefix[i>>6] + int32(bits.OnesCount64(used[i>>6]&(1<<(i&63)-1)))
 }

@@ -198,9 +198,10 @@ func TestFlatTableCopiesOncePerSnapshot(t *testing.T) {
 
 // TestOrderCacheWritesCanonicalBytes takes snapshots of a state whose keys
 // stay put while their values change (the order of the first is reused),
-// then after inserts and deletes (it is not), and with a TTL some entries of
-// which expired between two snapshots of the same layout (the reused order
-// skips them). Every file must be byte for byte what a fresh backend
+// with a TTL some entries of which expired between two snapshots of the
+// same layout (the reused order skips them), after inserts only (the new
+// keys are merged into the reused order), then after inserts and deletes
+// (it is not reused). Every file must be byte for byte what a fresh backend
 // holding the same entries writes.
 func TestOrderCacheWritesCanonicalBytes(t *testing.T) {
 	r := keygroup.Range{Start: 0, End: 16}
@@ -223,7 +224,7 @@ func TestOrderCacheWritesCanonicalBytes(t *testing.T) {
 		ttl.Update(v)
 		live[k], liveTTL[k], last[k] = v, v, clock.ms
 	}
-	for i, k := range keys[:1500] {
+	for i, k := range keys[:1000] {
 		clock.ms = int64(i % 50)
 		put(k, i)
 	}
@@ -269,7 +270,7 @@ func TestOrderCacheWritesCanonicalBytes(t *testing.T) {
 	}
 	clock.ms = 60
 	check(1, "first snapshot", false)
-	for i, k := range keys[:1500] {
+	for i, k := range keys[:1000] {
 		b.SetCurrentKey(k, groupOf(kc, k))
 		plain.Update(-i)
 		live[k] = -i
@@ -285,7 +286,16 @@ func TestOrderCacheWritesCanonicalBytes(t *testing.T) {
 		t.Fatalf("%d of %d entries live: the test expires none or all", len(liveTTL), len(live))
 	}
 	check(3, "some TTL entries expired", true)
-	for _, k := range keys[1500:] {
+	for _, k := range keys[1000:1160] {
+		put(k, 8)
+	}
+	check(4, "keys added", true)
+	for slot := range plain.s.tables {
+		if got, want := len(plain.s.orders.bySlot[slot].order), plain.s.tables[slot].flat.n; got != want {
+			t.Fatalf("key group %d: the merged order has %d slots, the table %d entries", slot, got, want)
+		}
+	}
+	for _, k := range keys[1160:] {
 		put(k, 7)
 	}
 	for _, k := range keys[:300] {
@@ -295,7 +305,7 @@ func TestOrderCacheWritesCanonicalBytes(t *testing.T) {
 		delete(live, k)
 		delete(liveTTL, k)
 	}
-	check(4, "keys added and removed", false)
+	check(5, "keys added and removed", false)
 }
 
 // TestWrongCachedOrderFailsTheSnapshot corrupts a cached order: the

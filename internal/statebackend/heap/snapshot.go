@@ -168,8 +168,14 @@ func (s *snapshot[K]) Release() {
 type scratch struct {
 	buf     []byte
 	entries []span
-	key     []byte // the current key's bytes, for namespaced states
+	key     []byte  // the current key's bytes, for namespaced states
+	at      []int32 // the slot of each entry of a flat table
 	keys    keySorter
+	// For writeInOrder: ranks of the used slots, the entries of slots
+	// used since the order was cached, and their slots.
+	prefix     []int32
+	fresh      []span
+	freshSlots []int32
 }
 
 // span locates one encoded entry in scratch.buf: key buf[k:v], value

@@ -1,9 +1,12 @@
 package heap
 
 import (
+	"bytes"
 	"fmt"
 	"iter"
 	"maps"
+	"math/bits"
+	"slices"
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/statebackend/format"
@@ -555,13 +558,13 @@ func (c *storeCapture[K, N, E]) entries(slot int) int {
 func (c *storeCapture[K, N, E]) write(w *format.Writer, slot, n int, sc *scratch) error {
 	t := &c.tables[slot]
 	if c.orders != nil {
-		if order := c.orders.get(slot, t.flat.layout); order != nil {
-			return c.writeInOrder(w, slot, n, sc, order)
+		if cached, ok := c.orders.get(slot, t.flat.layout, t.flat.used); ok {
+			return c.writeInOrder(w, slot, n, sc, cached)
 		}
 	}
 	// Locals, stored back into sc once: appending to sc's fields would
 	// run a GC write barrier per append while a collection is marking.
-	buf, ents, key := sc.buf[:0], sc.entries[:0], sc.key
+	buf, ents, key, at := sc.buf[:0], sc.entries[:0], sc.key, sc.at[:0]
 	// value appends the value bytes of an entry.
 	value := func(buf []byte, e E, last int64) []byte {
 		if c.ttl > 0 {
@@ -584,6 +587,7 @@ func (c *storeCapture[K, N, E]) write(w *format.Writer, slot, n int, sc *scratch
 		buf = value(buf, e, last)
 		sp.end = len(buf)
 		ents = append(ents, sp)
+		at = append(at, int32(i))
 	}
 	for k, in := range t.nested {
 		key = c.keyCodec.Append(key[:0], k)
@@ -603,20 +607,19 @@ func (c *storeCapture[K, N, E]) write(w *format.Writer, slot, n int, sc *scratch
 			ents = append(ents, sp)
 		}
 	}
-	sc.buf, sc.entries, sc.key = buf, ents, key
+	sc.buf, sc.entries, sc.key, sc.at = buf, ents, key, at
 	if len(ents) != n {
 		return fmt.Errorf("state %q, key group slot %d: counted %d entries, found %d", c.info.Name, slot, n, len(ents))
 	}
 	order := sc.keys.sort(buf, sc.entries)
 	if c.orders != nil && n == t.flat.n && t.flat.layout != 0 {
-		// Every entry was written (none expired), so an entry's index is
-		// its rank among the used slots: the order holds for the next
-		// snapshot of this layout.
-		ranks := make([]int32, n)
+		// Every entry was written (none expired): the order of the used
+		// slots holds for the next snapshots of this layout.
+		slots := make([]int32, n)
 		for j, it := range order {
-			ranks[j] = int32(it.i)
+			slots[j] = at[it.i]
 		}
-		c.orders.put(slot, t.flat.layout, ranks)
+		c.orders.put(slot, cachedOrder{layout: t.flat.layout, used: slices.Clone(t.flat.used), order: slots})
 	}
 	if err := w.StartState(c.info.Name, n); err != nil {
 		return err
@@ -630,22 +633,24 @@ func (c *storeCapture[K, N, E]) write(w *format.Writer, slot, n int, sc *scratch
 	return nil
 }
 
-// writeInOrder writes the n entries of the flat table at slot in an order
-// that a snapshot of the same layout found (orderCache): ranks[j] is the
-// rank, among the used slots in slot order, of the j-th smallest key. It
-// encodes the entries in slot order, as write does (reading the slots
-// sequentially, not in key order, which would miss the caches on every
-// entry of a large table), then writes them in key order, with no sort.
-// Entries of a TTL state expired since are encoded as absent and skipped.
-func (c *storeCapture[K, N, E]) writeInOrder(w *format.Writer, slot, n int, sc *scratch, ranks []int32) error {
+// writeInOrder writes the n entries of the flat table at slot using the
+// order of its slots that a snapshot of the same layout cached. It encodes
+// the entries in slot order, as write does (reading the slots
+// sequentially: walking a large table in key order would miss the caches
+// on every entry), sorts only the entries of the slots used since, and
+// merges them into the cached order while writing. Entries of a TTL state
+// expired since are left out. The merged order is cached in turn.
+func (c *storeCapture[K, N, E]) writeInOrder(w *format.Writer, slot, n int, sc *scratch, cached cachedOrder) error {
 	t := &c.tables[slot].flat
 	buf, ents := sc.buf[:0], sc.entries[:0]
+	expired := false
 	for i := range t.all {
 		sp := span{k: len(buf), v: len(buf), end: -1}
 		var last int64
 		if c.ttl > 0 {
 			if last = t.ts[i]; !c.live(last) {
 				ents = append(ents, sp)
+				expired = true
 				continue
 			}
 		}
@@ -659,26 +664,64 @@ func (c *storeCapture[K, N, E]) writeInOrder(w *format.Writer, slot, n int, sc *
 		sp.end = len(buf)
 		ents = append(ents, sp)
 	}
-	sc.buf, sc.entries = buf, ents
-	if len(ents) != len(ranks) {
-		return fmt.Errorf("state %q, key group slot %d: %d entries for an order of %d", c.info.Name, slot, len(ents), len(ranks))
+	prefix := ranks(t.used, sc.prefix)
+	// The live entries of the slots used since the order was cached, by
+	// key.
+	fresh, freshSlots := sc.fresh[:0], sc.freshSlots[:0]
+	for wi, u := range t.used {
+		for added := u &^ cached.used[wi]; added != 0; added &= added - 1 {
+			i := int32(wi*64 + bits.TrailingZeros64(added))
+			if e := ents[rankOf(t.used, prefix, i)]; e.end >= 0 {
+				fresh = append(fresh, e)
+				freshSlots = append(freshSlots, i)
+			}
+		}
 	}
+	sc.buf, sc.entries, sc.prefix, sc.fresh, sc.freshSlots = buf, ents, prefix, fresh, freshSlots
 	if err := w.StartState(c.info.Name, n); err != nil {
 		return err
 	}
-	written := 0
-	for _, r := range ranks {
-		e := ents[r]
+	var merged []int32
+	if len(fresh) > 0 && !expired {
+		merged = make([]int32, 0, len(cached.order)+len(fresh))
+	}
+	byKey := sc.keys.sort(buf, fresh)
+	written, j := 0, 0
+	emit := func(e span, i int32) error {
+		if merged != nil {
+			merged = append(merged, i)
+		}
+		written++
+		return w.Entry(buf[e.k:e.v], buf[e.v:e.end])
+	}
+	for _, i := range cached.order {
+		e := ents[rankOf(t.used, prefix, i)]
 		if e.end < 0 {
 			continue
 		}
-		if err := w.Entry(buf[e.k:e.v], buf[e.v:e.end]); err != nil {
+		for ; j < len(byKey); j++ {
+			f := fresh[byKey[j].i]
+			if bytes.Compare(buf[f.k:f.v], buf[e.k:e.v]) > 0 {
+				break
+			}
+			if err := emit(f, freshSlots[byKey[j].i]); err != nil {
+				return err
+			}
+		}
+		if err := emit(e, i); err != nil {
 			return err
 		}
-		written++
+	}
+	for ; j < len(byKey); j++ {
+		if err := emit(fresh[byKey[j].i], freshSlots[byKey[j].i]); err != nil {
+			return err
+		}
 	}
 	if written != n {
 		return fmt.Errorf("state %q, key group slot %d: counted %d entries, found %d", c.info.Name, slot, n, written)
+	}
+	if merged != nil {
+		c.orders.put(slot, cachedOrder{layout: t.layout, used: slices.Clone(t.used), order: merged})
 	}
 	return nil
 }
