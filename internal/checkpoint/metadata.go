@@ -20,26 +20,32 @@ type Metadata struct {
 }
 
 // MetadataVersion is the newest format version this code writes and reads.
-// Version 2 adds incremental keyed state handles (KeyedStateHandle.Files);
-// metadata without them is still written as version 1, which older weirs
-// read. Versions MinMetadataVersion..MetadataVersion are read.
-const MetadataVersion = 2
+// Version 2 adds incremental keyed state handles (KeyedStateHandle.Files),
+// version 3 changelog segments in them (KeyedStateHandle.Changelog, which a
+// version-2 reader would ignore, restoring a stale state); metadata is
+// written in the oldest version that holds it, which older weirs read.
+// Versions MinMetadataVersion..MetadataVersion are read.
+const MetadataVersion = 3
 
 // MinMetadataVersion is the oldest format version this code reads.
 const MinMetadataVersion = 1
 
 // versionFor returns the oldest format version that can hold m.
 func versionFor(m *Metadata) int {
+	v := 1
 	for _, op := range m.Operators {
 		for _, st := range op.Subtasks {
 			for _, h := range st.Keyed {
+				if h.Changelog != 0 {
+					return 3
+				}
 				if h.Incremental() || len(h.Files) > 0 {
-					return 2
+					v = 2
 				}
 			}
 		}
 	}
-	return 1
+	return v
 }
 
 // OperatorState is the state of all subtasks of one operator.
@@ -136,6 +142,14 @@ type KeyedStateHandle struct {
 	// none. The job master's shared-state registry uses it to know which
 	// shared files a checkpoint still in flight may refer to.
 	Base int64 `json:"base,omitempty"`
+	// Changelog, for an incremental handle of the changelog mode
+	// (Options.Checkpointing.Changelog), is the number of files at the end
+	// of Files that are segments of the backend's changelog, in the order
+	// they are replayed on top of the native checkpoint the other files
+	// make (the last materialization): the writes made since it, up to
+	// this checkpoint's barrier. Each is a shared file named
+	// "changelog-<seq>". Written only with format version 3.
+	Changelog int `json:"changelog,omitempty"`
 }
 
 // IncrementalBackend is the Backend of an incremental keyed state handle:

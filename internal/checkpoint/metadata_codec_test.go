@@ -83,7 +83,7 @@ func TestEncodeMetadataRejects(t *testing.T) {
 		wantErr string
 	}{
 		{"nil", nil, "nil metadata"},
-		{"future version", &Metadata{Version: MetadataVersion + 1}, "Version is 3, this weir writes only versions 1 to 2"},
+		{"future version", &Metadata{Version: MetadataVersion + 1}, "Version is 4, this weir writes only versions 1 to 3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,7 +116,7 @@ func TestDecodeMetadataRejects(t *testing.T) {
 		{"wrong magic, short", []byte("{}"), ErrNotMetadata, "not a weir checkpoint metadata file"},
 		{"truncated magic", []byte("WEIR"), ErrCorruptMetadata, "truncated: 4 bytes"},
 		{"truncated header", good[:12], ErrCorruptMetadata, "truncated: 12 bytes"},
-		{"unknown version", frame("WEIRCKPT", 9, []byte(`{"version":9}`), 0), ErrUnsupportedMetadataVersion, "format version 9, this weir reads versions 1 to 2"},
+		{"unknown version", frame("WEIRCKPT", 9, []byte(`{"version":9}`), 0), ErrUnsupportedMetadataVersion, "format version 9, this weir reads versions 1 to 3"},
 		{"version zero", frame("WEIRCKPT", 0, []byte(`{}`), 0), ErrUnsupportedMetadataVersion, "format version 0"},
 		{"truncated payload", good[:len(good)-10], ErrCorruptMetadata, "truncated"},
 		{"truncated checksum", good[:len(good)-1], ErrCorruptMetadata, "truncated"},
@@ -265,5 +265,43 @@ func TestMetadataIncrementalVersion(t *testing.T) {
 	_, err = DecodeMetadata(frame(metadataMagic, 1, v1, 0))
 	if !errors.Is(err, ErrCorruptMetadata) || !strings.Contains(err.Error(), "need version 2") {
 		t.Fatalf("version 1 file with incremental handles: %v", err)
+	}
+}
+
+// TestMetadataChangelogVersion checks that a handle with changelog segments
+// is written as format version 3 (a version-2 weir would ignore the
+// segments and restore a stale state: it must refuse the file), read back
+// whole, and refused in a version 2 file.
+func TestMetadataChangelogVersion(t *testing.T) {
+	m := sampleMetadata()
+	m.Operators[0].Subtasks[0].Keyed = append(m.Operators[0].Subtasks[0].Keyed, KeyedStateHandle{
+		Backend: IncrementalBackend, Size: 35, StartGroup: 0, EndGroup: 64, Base: 4, Changelog: 1,
+		Files: []StateFile{
+			{Name: "000012.sst", Path: "../shared/op-0-ab12-m3-000012.sst", Size: 20, CRC: 7, Shared: true},
+			{Name: "MANIFEST-000008", Path: "../shared/op-0-ab12-m3-MANIFEST-000008", Size: 10, CRC: 9, Shared: true},
+			{Name: "changelog-000000000004", Path: "../shared/op-0-ab12-c5-changelog-000000000004", Size: 5, CRC: 1, Shared: true},
+		},
+	})
+	b, err := EncodeMetadata(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(b, []byte("WEIRCKPT\x00\x00\x00\x03")) {
+		t.Fatalf("header = %q, want magic and version 3", b[:12])
+	}
+	got, err := DecodeMetadata(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := *m
+	want.Version = 3
+	if !reflect.DeepEqual(got, &want) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, &want)
+	}
+	payload := b[metadataHeaderSize : len(b)-metadataCRCSize]
+	v2 := bytes.Replace(payload, []byte(`"version":3`), []byte(`"version":2`), 1)
+	_, err = DecodeMetadata(frame(metadataMagic, 2, v2, 0))
+	if !errors.Is(err, ErrCorruptMetadata) || !strings.Contains(err.Error(), "need version 3") {
+		t.Fatalf("version 2 file with changelog segments: %v", err)
 	}
 }

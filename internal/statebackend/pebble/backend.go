@@ -53,6 +53,9 @@ type Backend[K comparable] struct {
 	restored   bool
 	snapshots  int // snapshots taken, full or incremental
 
+	// changelog, when attached, logs every write (changelog.go).
+	changelog *Changelog
+
 	// mu guards what WriteState, on another goroutine, shares with the task
 	// goroutine. closed is written under mu, on the task goroutine only, so
 	// the task goroutine may read it without mu.
@@ -115,7 +118,7 @@ func New[K comparable](r keygroup.Range, keyCodec codec.Codec[K], opts Options) 
 		live:       make(map[*snapshot[K]]struct{}),
 	}
 	if opts.WriteCacheSize > 0 {
-		b.cache = newWriteCache(opts.WriteCacheSize, func() *pebble.DB { return b.db })
+		b.cache = newWriteCache(opts.WriteCacheSize, func() *pebble.DB { return b.db }, b.commitBatch)
 	}
 	return b, nil
 }
@@ -195,7 +198,7 @@ func (b *Backend[K]) addName(info format.StateInfo, batch *pebble.Batch) (uint64
 	if batch != nil {
 		err = batch.Set(metaStateKey(name), v, nil)
 	} else {
-		err = b.db.Set(metaStateKey(name), v, pebble.NoSync)
+		err = b.dbSet(metaStateKey(name), v)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("pebble backend: record state %q: %w", name, err)
@@ -254,7 +257,7 @@ func (b *Backend[K]) register(info format.StateInfo, spec regSpec) (uint64, erro
 			return 0, err
 		}
 		if spec.grouped {
-			if err := b.db.Set(metaGroupedKey(name), nil, pebble.NoSync); err != nil {
+			if err := b.dbSet(metaGroupedKey(name), nil); err != nil {
 				return 0, fmt.Errorf("pebble backend: record state %q: %w", name, err)
 			}
 		}

@@ -41,6 +41,9 @@ type writeCache struct {
 	budget  int64
 	size    int64
 	db      func() *pebble.DB // the backend's current database
+	// commit commits a batch of write-backs (Backend.commitBatch: the
+	// changelog sees them).
+	commit func(*pebble.Batch) error
 	entries map[string]*cacheEntry
 	ring    []*cacheEntry // CLOCK order; entry.slot is its index
 	hand    int
@@ -72,10 +75,11 @@ const entryOverhead = 112
 // DefaultWriteCacheSize is the default of Options.WriteCacheSize.
 const DefaultWriteCacheSize = 32 << 20
 
-func newWriteCache(budget int64, db func() *pebble.DB) *writeCache {
+func newWriteCache(budget int64, db func() *pebble.DB, commit func(*pebble.Batch) error) *writeCache {
 	return &writeCache{
 		budget:  budget,
 		db:      db,
+		commit:  commit,
 		entries: make(map[string]*cacheEntry),
 		dirty:   make(map[uint64]*dirtyList),
 	}
@@ -234,7 +238,7 @@ func (w *writeCache) evictIfFull() error {
 		return nil
 	}
 	defer batch.Close()
-	return batch.Commit(pebble.NoSync)
+	return w.commit(batch)
 }
 
 // stage adds e's write-back to batch.
@@ -268,7 +272,7 @@ func (w *writeCache) flushState(id uint64) error {
 	}
 	clear(l.entries)
 	l.entries, l.n = l.entries[:0], 0
-	return batch.Commit(pebble.NoSync)
+	return w.commit(batch)
 }
 
 // flushAll writes every dirty entry to the database.

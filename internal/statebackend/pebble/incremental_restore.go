@@ -105,12 +105,12 @@ func (b *Backend[K]) adopt(cp NativeCheckpoint) error {
 	}
 	b.db = db
 	if b.groups.Start > cp.Groups.Start {
-		if err := db.DeleteRange([]byte{}, appendGroupPrefix(nil, b.groups.Start), pebble.NoSync); err != nil {
+		if err := b.dbDeleteRange([]byte{}, appendGroupPrefix(nil, b.groups.Start)); err != nil {
 			return fmt.Errorf("drop key groups below %d: %w", b.groups.Start, err)
 		}
 	}
 	if b.groups.End < cp.Groups.End {
-		if err := db.DeleteRange(appendGroupPrefix(nil, b.groups.End), []byte{metaPrefix}, pebble.NoSync); err != nil {
+		if err := b.dbDeleteRange(appendGroupPrefix(nil, b.groups.End), []byte{metaPrefix}); err != nil {
 			return fmt.Errorf("drop key groups from %d: %w", b.groups.End, err)
 		}
 	}
@@ -228,7 +228,7 @@ func (b *Backend[K]) copyNative(cp NativeCheckpoint) (err error) {
 			return err
 		}
 		if batch.Len() >= restoreBatchSize {
-			if err := batch.Commit(pebble.NoSync); err != nil {
+			if err := b.commitBatch(batch); err != nil {
 				return err
 			}
 			batch.Reset()
@@ -237,7 +237,7 @@ func (b *Backend[K]) copyNative(cp NativeCheckpoint) (err error) {
 	if err := it.Error(); err != nil {
 		return err
 	}
-	return batch.Commit(pebble.NoSync)
+	return b.commitBatch(batch)
 }
 
 type nativeState struct {

@@ -208,7 +208,7 @@ func (b *Backend[K]) convertRestored(name string, id uint64, spec regSpec) error
 				return fmt.Errorf("restore state %q, key group %d, entry key %x: %w", name, g, k, err)
 			}
 			if write && batch.Len() >= restoreBatchSize {
-				if err := batch.Commit(pebble.NoSync); err != nil {
+				if err := b.commitBatch(batch); err != nil {
 					return err
 				}
 				batch.Reset()
@@ -217,7 +217,7 @@ func (b *Backend[K]) convertRestored(name string, id uint64, spec regSpec) error
 		})
 		if err == nil && write {
 			_ = batch.Set(metaGroupedKey(name), nil, nil)
-			err = batch.Commit(pebble.NoSync)
+			err = b.commitBatch(batch)
 		}
 		if batch != nil {
 			batch.Close()

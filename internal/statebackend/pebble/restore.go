@@ -119,7 +119,7 @@ func (r *restorer[K]) commit() error {
 	if r.batch.Empty() {
 		return nil
 	}
-	if err := r.batch.Commit(pebble.NoSync); err != nil {
+	if err := r.b.commitBatch(r.batch); err != nil {
 		return err
 	}
 	r.batch.Reset()
@@ -129,7 +129,7 @@ func (r *restorer[K]) commit() error {
 // wipe deletes every entry and state name, after a failed Restore.
 func (b *Backend[K]) wipe() error {
 	b.states, b.names, b.nextID = make(map[string]stateMeta), nil, 1
-	if err := b.db.DeleteRange([]byte{}, []byte{metaPrefix, 0xff}, pebble.NoSync); err != nil {
+	if err := b.dbDeleteRange([]byte{}, []byte{metaPrefix, 0xff}); err != nil {
 		return fmt.Errorf("pebble backend: clear after a failed restore: %w", err)
 	}
 	return nil

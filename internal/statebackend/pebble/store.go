@@ -219,7 +219,7 @@ func (c *core[K, N]) set(key, value []byte) {
 		if err := c.cache.put(c.id, key, value); err != nil {
 			c.fail("write back", err)
 		}
-	} else if err := c.b.db.Set(key, value, pebble.NoSync); err != nil {
+	} else if err := c.b.dbSet(key, value); err != nil {
 		c.fail("write", err)
 	}
 	c.mods++
@@ -231,7 +231,7 @@ func (c *core[K, N]) delete(key []byte) {
 		if err := c.cache.del(c.id, key); err != nil {
 			c.fail("write back", err)
 		}
-	} else if err := c.b.db.Delete(key, pebble.NoSync); err != nil {
+	} else if err := c.b.dbDelete(key); err != nil {
 		c.fail("delete", err)
 	}
 	c.mods++
@@ -416,7 +416,7 @@ func (c *core[K, N]) setHeader(gk []byte) {
 // commit applies c.batch, where the writes staged without a cache are.
 func (c *core[K, N]) commit() {
 	if !c.batch.Empty() {
-		if err := c.batch.Commit(pebble.NoSync); err != nil {
+		if err := c.b.commitBatch(c.batch); err != nil {
 			c.fail("write", err)
 		}
 		c.batch.Reset()
@@ -471,7 +471,7 @@ func (c *core[K, N]) deleteKeys(lo, hi []byte) (err error) {
 	if b.Empty() {
 		return nil
 	}
-	return b.Commit(pebble.NoSync)
+	return c.b.commitBatch(b)
 }
 
 // --- Namespaces.
