@@ -285,13 +285,18 @@ type restoreStats struct {
 	local      int   // handles restored from the local copy
 	downloaded int   // handles downloaded
 	bytes      int64 // bytes downloaded
+	replayed   int   // changelog segments replayed
 }
 
 // restore loads the incremental handles into the backend through
 // restoreNative; workDir is a directory of the backend's own (on the same
 // device as its database).
+//
+// A handle with changelog segments (KeyedStateHandle.Changelog) is
+// downloaded whole, never restored locally, and replay applies its
+// segments, in order, to its native checkpoint before the restore.
 func (s *incrementalState) restore(ctx context.Context, from *jobmaster.Restored, handles []checkpoint.KeyedStateHandle, workDir string,
-	restoreNative func([]pebble.NativeCheckpoint) (int, error)) (restoreStats, error) {
+	restoreNative func([]pebble.NativeCheckpoint) (int, error), replay func(dir string, segments []string) error) (restoreStats, error) {
 	var stats restoreStats
 	var cps []pebble.NativeCheckpoint
 	defer func() {
@@ -310,7 +315,7 @@ func (s *incrementalState) restore(ctx context.Context, from *jobmaster.Restored
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return stats, err
 		}
-		if s.restoreLocal(from, h, dir) {
+		if h.Changelog == 0 && s.restoreLocal(from, h, dir) {
 			stats.local++
 		} else {
 			n, err := download(ctx, from, h, dir)
@@ -319,6 +324,12 @@ func (s *incrementalState) restore(ctx context.Context, from *jobmaster.Restored
 			}
 			stats.downloaded++
 			stats.bytes += n
+		}
+		if h.Changelog != 0 {
+			if err := replayHandle(h, dir, replay); err != nil {
+				return stats, fmt.Errorf("key groups [%d, %d): %w", h.StartGroup, h.EndGroup, err)
+			}
+			stats.replayed += h.Changelog
 		}
 		cps = append(cps, pebble.NativeCheckpoint{Dir: dir, Groups: keygroup.Range{Start: h.StartGroup, End: h.EndGroup}})
 	}
@@ -577,6 +588,9 @@ func (k *keyedEnv[K]) snapshotIncremental(id int64, opts *runtime.BarrierOptions
 	if !ok {
 		return runtime.OperatorSnapshot{}, fmt.Errorf("incremental checkpoints need the pebble backend, not %s", k.backend.Kind())
 	}
+	if k.cl != nil {
+		return k.cl.snapshot(b, id, opts)
+	}
 	return k.inc.snapshot(b.SnapshotIncremental, id, opts)
 }
 
@@ -597,7 +611,7 @@ func (k *keyedEnv[K]) restoreIncremental() error {
 	if inc == nil { // restoring an incremental checkpoint without taking any
 		inc = newIncrementalState(k.env)
 	}
-	stats, err := inc.restore(k.env.ctx, r.from, r.keyed, filepath.Dir(b.Dir()), b.RestoreNative)
+	stats, err := inc.restore(k.env.ctx, r.from, r.keyed, filepath.Dir(b.Dir()), b.RestoreNative, b.ReplayChangelog)
 	if err != nil {
 		return fmt.Errorf("restore keyed state: %w", err)
 	}
@@ -606,7 +620,7 @@ func (k *keyedEnv[K]) restoreIncremental() error {
 		(*hook)(k.env.jobID, k.env.uid, k.env.subtask, stats)
 	}
 	k.env.logger.Info("restored incremental keyed state", "checkpoint", r.from.Metadata.ID,
-		"local", stats.local, "downloaded", stats.downloaded, "bytes", stats.bytes)
+		"local", stats.local, "downloaded", stats.downloaded, "bytes", stats.bytes, "changelogSegments", stats.replayed)
 	return nil
 }
 
@@ -618,15 +632,21 @@ func restoreDir(r *restoredState) string {
 }
 
 // notifyComplete and notifyAborted pass checkpoint notifications to the
-// incremental state.
+// incremental (or changelog) state.
 func (k *keyedEnv[K]) notifyComplete(id int64) {
-	if k.inc != nil {
+	switch {
+	case k.cl != nil:
+		k.cl.complete(id)
+	case k.inc != nil:
 		k.inc.complete(id)
 	}
 }
 
 func (k *keyedEnv[K]) notifyAborted(id int64) {
-	if k.inc != nil {
+	switch {
+	case k.cl != nil:
+		k.cl.aborted(id)
+	case k.inc != nil:
 		k.inc.aborted(id)
 	}
 }

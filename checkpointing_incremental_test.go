@@ -139,7 +139,7 @@ func TestIncrementalRestoreLocal(t *testing.T) {
 			// A new instance of the operator, as after a failure.
 			b2 := newIncTestBackend(t, dir+"/b", groups)
 			from := &jobmaster.Restored{Metadata: &checkpoint.Metadata{ID: 1, Kind: checkpoint.KindCheckpoint}, Store: store, Dir: "job/chk-1"}
-			stats, err := newIncrementalState(env).restore(context.Background(), from, st.Keyed, dir+"/b", b2.RestoreNative)
+			stats, err := newIncrementalState(env).restore(context.Background(), from, st.Keyed, dir+"/b", b2.RestoreNative, b2.ReplayChangelog)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -276,6 +276,8 @@ type opEnv struct {
 	backend, stateDir string
 	// incremental and localRecovery: Options.Checkpointing's.
 	incremental, localRecovery bool
+	// changelog: Options.Checkpointing.Changelog.
+	changelog ChangelogOptions
 	// restored is the operator's state from the checkpoint restored, nil
 	// when there is none.
 	restored  *restoredState
@@ -300,6 +302,7 @@ func (bc *buildCtx) opEnv(n *nodeBase, s int) *opEnv {
 	env.attempt, env.responder, env.taskID = bc.attempt, bc.responder, bc.task(n, s).ID
 	env.backend = bc.opts.StateBackend
 	env.incremental, env.localRecovery = bc.opts.Checkpointing.Incremental, bc.opts.Checkpointing.LocalRecovery
+	env.changelog = bc.opts.Checkpointing.Changelog
 	env.stateDir = filepath.Join(bc.opts.LocalStateDir, unsafeName.ReplaceAllString(bc.opts.JobID, "_"))
 	env.restored = bc.restoreFor(n, s, par, env)
 	env.ops = newOpStates(s, bc.restore != nil, env.restored)

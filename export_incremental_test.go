@@ -20,3 +20,7 @@ func SetIncrementalRestoreHook(f func(IncrementalRestore)) {
 	}
 	restoreHook.Store(&h)
 }
+
+// ChangelogMaterializations returns the number of background
+// materializations uploaded in this process so far.
+func ChangelogMaterializations() int64 { return bgMaterializations.Load() }

@@ -130,7 +130,7 @@ func TestExactlyOnceHarnessS3(t *testing.T) {
 	srv := miniotest.Start(t)
 	bucket := srv.NewBucket(t)
 	seeds := 5
-	for _, backend := range []string{"heap", "pebble"} {
+	for _, backend := range []string{"heap", "pebble", "pebble-changelog"} {
 		for seed := range seeds {
 			t.Run(fmt.Sprint(backend, "/seed", seed), func(t *testing.T) {
 				st, err := storage.NewS3Store(bucket, backend, storage.S3Options{Endpoint: srv.Endpoint, Insecure: true,
@@ -152,7 +152,7 @@ func TestExactlyOnceHarnessFile(t *testing.T) {
 	if testing.Short() {
 		seeds = 1
 	}
-	for _, backend := range []string{"heap", "pebble"} {
+	for _, backend := range []string{"heap", "pebble", "pebble-changelog"} {
 		for seed := range seeds {
 			t.Run(fmt.Sprint(backend, "/seed", seed), func(t *testing.T) {
 				st, err := storage.Open(t.TempDir())

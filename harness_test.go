@@ -119,9 +119,14 @@ func runHarnessWith(t *testing.T, seed uint64, backend string, base storage.Stor
 
 	opts := weir.Options{Parallelism: 2, JobID: fmt.Sprint("harness-", backend, "-", seed), Restart: "fixed-delay:attempts=100,delay=0",
 		StateBackend: backend, LocalStateDir: t.TempDir()}
-	if backend == "pebble-incremental" { // incremental checkpoints with local recovery
+	switch backend {
+	case "pebble-incremental": // incremental checkpoints with local recovery
 		opts.StateBackend = "pebble"
 		opts.Checkpointing.Incremental, opts.Checkpointing.LocalRecovery = true, true
+	case "pebble-changelog": // changelog checkpoints, materialized as often as possible
+		opts.StateBackend = "pebble"
+		opts.Checkpointing.Incremental = true
+		opts.Checkpointing.Changelog = weir.ChangelogOptions{Enabled: true, MaterializationInterval: time.Nanosecond}
 	}
 	opts.Checkpointing.Interval = time.Duration(2+rng.IntN(8)) * time.Millisecond
 	opts.Checkpointing.TolerableFailures = -1
@@ -283,6 +288,27 @@ func TestExactlyOnceHarnessPebble(t *testing.T) {
 	}
 	for seed := range seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { runHarnessOn(t, uint64(1000+seed), "pebble") })
+	}
+}
+
+// TestExactlyOnceHarnessPebbleChangelog runs the harness on the pebble
+// backend with changelog checkpoints, a background materialization
+// triggered at every checkpoint that has a log to cover (so that failures
+// hit materializations in every state: running, uploaded, referred to by a
+// pending checkpoint, confirmed).
+func TestExactlyOnceHarnessPebbleChangelog(t *testing.T) {
+	seeds := 20
+	if testing.Short() {
+		seeds = 3
+	}
+	before := weir.ChangelogMaterializations()
+	for seed := range seeds {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { runHarnessOn(t, uint64(4000+seed), "pebble-changelog") })
+	}
+	mats := weir.ChangelogMaterializations() - before
+	t.Logf("%d seeds: %d background materializations uploaded", seeds, mats)
+	if mats == 0 && !t.Failed() {
+		t.Error("no background materialization happened: the harness did not exercise them")
 	}
 }
 

@@ -22,14 +22,26 @@ import (
 // updated random keys and takes another. It returns the full state size
 // (the bytes of a canonical full snapshot) and, per checkpoint, the bytes
 // uploaded and the time of the synchronous and asynchronous parts.
+//
+// With cl set, the checkpoints are changelog-based (checkpointing_changelog.go)
+// with those options, on a clock that advances one minute per round; each
+// background materialization is waited for before the next round, so that
+// the next checkpoint refers to it. materialized[i] is then what the
+// materializations taken at checkpoint i uploaded (the first checkpoint's
+// synchronous one is in uploaded[0]), and last is the last checkpoint's
+// state, with the store, to restore from.
 type incSizeResult struct {
-	full     int64
-	uploaded []int64
-	sync     []time.Duration
-	async    []time.Duration
+	full         int64
+	uploaded     []int64
+	materialized []int64
+	sync         []time.Duration
+	async        []time.Duration
+	last         checkpoint.SubtaskState
+	store        storage.Store
+	backend      *pebble.Backend[string]
 }
 
-func incSizeRun(tb testing.TB, keys, valueSize, updated, rounds int, compactions bool) incSizeResult {
+func incSizeRun(tb testing.TB, keys, valueSize, updated, rounds int, compactions bool, cl *ChangelogOptions) incSizeResult {
 	tb.Helper()
 	const maxPar = 128
 	dir := tb.TempDir()
@@ -38,7 +50,7 @@ func incSizeRun(tb testing.TB, keys, valueSize, updated, rounds int, compactions
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer b.Close()
+	tb.Cleanup(func() { b.Close() })
 	v, err := pebble.NewValueState(b, "v", codec.Bytes())
 	if err != nil {
 		tb.Fatal(err)
@@ -60,9 +72,17 @@ func incSizeRun(tb testing.TB, keys, valueSize, updated, rounds int, compactions
 	}
 	env := &opEnv{uid: "size", keyGroups: keygroup.Range{Start: 0, End: maxPar}, stateDir: dir}
 	inc := newIncrementalState(env)
+	var cls *changelogState
+	clock := time.Unix(0, 0)
+	if cl != nil {
+		cls = newChangelogState(env, inc, *cl)
+		cls.now = func() time.Time { return clock }
+		tb.Cleanup(cls.close)
+	}
 	store := storage.NewMemoryStore()
-	var res incSizeResult
+	res := incSizeResult{store: store, backend: b}
 	for round := 0; round <= rounds; round++ {
+		clock = clock.Add(time.Minute)
 		if round > 0 {
 			for range updated {
 				put(rng.IntN(keys))
@@ -71,7 +91,14 @@ func incSizeRun(tb testing.TB, keys, valueSize, updated, rounds int, compactions
 		id := int64(round + 1)
 		opts := &runtime.BarrierOptions{Kind: checkpoint.KindCheckpoint, Store: store, Dir: fmt.Sprint("job/chk-", id)}
 		start := time.Now()
-		snap, err := inc.snapshot(b.SnapshotIncremental, id, opts)
+		var snap runtime.OperatorSnapshot
+		var matBefore int64
+		if cls != nil {
+			matBefore = cls.materializedBytes()
+			snap, err = cls.snapshot(b, id, opts)
+		} else {
+			snap, err = inc.snapshot(b.SnapshotIncremental, id, opts)
+		}
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -83,7 +110,21 @@ func incSizeRun(tb testing.TB, keys, valueSize, updated, rounds int, compactions
 		}
 		end := time.Now()
 		snap.Release()
-		inc.complete(id)
+		if cls != nil {
+			cls.complete(id)
+			cls.bg.Wait() // the background materialization, if one started
+			if cls.bgErr != nil {
+				tb.Fatal(cls.bgErr)
+			}
+			mat := cls.materializedBytes() - matBefore
+			if round == 0 {
+				mat = 0 // the first checkpoint's own, counted in uploaded
+			}
+			res.materialized = append(res.materialized, mat)
+		} else {
+			inc.complete(id)
+		}
+		res.last = st
 		res.uploaded = append(res.uploaded, n)
 		res.sync = append(res.sync, mid.Sub(start))
 		res.async = append(res.async, end.Sub(mid))
@@ -133,7 +174,7 @@ func TestIncrementalUploadsNewFilesOnly(t *testing.T) {
 
 func checkIncrementalUploads(t *testing.T, keys int, compactions bool) {
 	const rounds = 5
-	res := incSizeRun(t, keys, 100, keys/100, rounds, compactions)
+	res := incSizeRun(t, keys, 100, keys/100, rounds, compactions, nil)
 	t.Logf("%d keys: full state %d bytes; first checkpoint uploaded %d bytes (sync %v, async %v)",
 		keys, res.full, res.uploaded[0], res.sync[0], res.async[0])
 	if keys == 1_000_000 && res.full < 100<<20 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,6 +38,14 @@ type incRun struct {
 	retained int
 	restore  string // default "latest"
 	local    bool   // LocalRecovery
+	// changelog turns on changelog checkpoints, materialized at every
+	// checkpoint with a log to cover.
+	changelog bool
+	// allow, when set, is the source's gate: before waiting for at[i] it
+	// is opened to allowAt[i], so that each checkpoint has new records
+	// before it.
+	allow   *atomic.Int64
+	allowAt []int64
 	// sinkUID, when set, replaces the sink's uid "out": a run with another
 	// sink drops the committed transactions of the restored one.
 	sinkUID string
@@ -50,6 +59,9 @@ func (r incRun) options() weir.Options {
 	opts.Checkpointing.Storage = r.root
 	opts.Checkpointing.Incremental = true
 	opts.Checkpointing.LocalRecovery = r.local
+	if r.changelog {
+		opts.Checkpointing.Changelog = weir.ChangelogOptions{Enabled: true, MaterializationInterval: time.Nanosecond}
+	}
 	opts.Checkpointing.RetainOnCancel = true
 	opts.Checkpointing.Retained = max(r.retained, 1)
 	opts.AllowNonRestoredState = r.sinkUID != ""
@@ -85,7 +97,10 @@ func (r incRun) run(t *testing.T, ctx context.Context) (ids []int64, hist []weir
 		_, hist = c.Checkpoints()
 		return nil, hist
 	}
-	for _, n := range r.at {
+	for i, n := range r.at {
+		if r.allow != nil {
+			r.allow.Store(r.allowAt[i])
+		}
 		spWait(t, fmt.Sprint(n, " records"), 20*time.Second, func() bool { return tap.Load() >= n })
 		id, err := c.TriggerCheckpoint(ctx)
 		if err != nil {
@@ -158,7 +173,14 @@ func incReferenced(t *testing.T, root string) (refs []string, ids []int64) {
 // the previous run's latest (incremental) checkpoint: the committed output
 // of the three runs is exactly that of every index once. Checkpoints of one
 // run share files, and upload only what is new.
-func TestIncrementalCheckpointsRescale(t *testing.T) {
+func TestIncrementalCheckpointsRescale(t *testing.T) { incRescale(t, false) }
+
+// TestChangelogCheckpointsRescale is TestIncrementalCheckpointsRescale with
+// changelog checkpoints: the handles list log segments (metadata version
+// 3), and each restore replays them before keeping its key groups.
+func TestChangelogCheckpointsRescale(t *testing.T) { incRescale(t, true) }
+
+func incRescale(t *testing.T, changelog bool) {
 	t.Parallel()
 	ctx := spCtx(t)
 	const n = 6000
@@ -169,32 +191,38 @@ func TestIncrementalCheckpointsRescale(t *testing.T) {
 	src := spGate{n: n, allow: &allow}
 	sink := collect.Transactional[string]()
 
-	allow.Store(1400)
-	ids1, hist1 := incRun{par: 4, root: root, stateDir: stateDir, src: src, sink: sink, at: []int64{600, 1000, 1400}, retained: 2}.run(t, ctx)
+	allow.Store(600)
+	ids1, hist1 := incRun{par: 4, root: root, stateDir: stateDir, src: src, sink: sink, at: []int64{600, 1000, 1400}, retained: 2, changelog: changelog,
+		allow: &allow, allowAt: []int64{600, 1000, 1400}}.run(t, ctx)
 	md := incMetadata(t, root, ids1[len(ids1)-1])
 	hs := incHandles(t, md)
 	if len(hs) != 4 {
 		t.Fatalf("checkpoint %d: %d keyed handles, want 4", md.ID, len(hs))
 	}
+	segments := 0
 	for _, h := range hs {
 		if !h.Incremental() || h.Base == 0 {
 			t.Fatalf("checkpoint %d: handle %+v, want incremental with a base", md.ID, h)
 		}
+		segments += h.Changelog
 	}
-	if md.Version != 2 {
-		t.Errorf("metadata version %d, want 2", md.Version)
+	switch {
+	case !changelog && (md.Version != 2 || segments != 0):
+		t.Errorf("metadata version %d with %d changelog segments, want 2 and none", md.Version, segments)
+	case changelog && (md.Version != 3 || segments == 0):
+		t.Errorf("metadata version %d with %d changelog segments, want 3 and some: %+v", md.Version, segments, hs)
 	}
 	for _, h := range hist1 {
 		t.Logf("run 1 checkpoint %d: uploaded %d bytes", h.ID, h.StateSize)
 	}
 	after1 := sink.Len()
 	allow.Store(2800)
-	incRun{par: 2, root: root, stateDir: stateDir, src: src, sink: sink, at: []int64{800, 1400}, retained: 2}.run(t, ctx)
+	incRun{par: 2, root: root, stateDir: stateDir, src: src, sink: sink, at: []int64{800, 1400}, retained: 2, changelog: changelog}.run(t, ctx)
 	if after2 := sink.Len(); after2 <= after1 || after2 >= n {
 		t.Fatalf("committed %d then %d of %d: each run should add some and not finish", after1, after2, n)
 	}
 	allow.Store(n)
-	incRun{par: 3, root: root, stateDir: stateDir, src: src, sink: sink}.run(t, ctx)
+	incRun{par: 3, root: root, stateDir: stateDir, src: src, sink: sink, changelog: changelog}.run(t, ctx)
 	spSameMultiset(t, "incremental, rescaled 4 -> 2 -> 3", sink.Results(), spWant(n))
 }
 
@@ -210,6 +238,19 @@ func TestIncrementalNeedsPebble(t *testing.T) {
 		{"heap", func(o *weir.Options) { o.Checkpointing.Incremental = true }, "Options.Checkpointing.Incremental needs Options.StateBackend \"pebble\""},
 		{"local recovery", func(o *weir.Options) { o.StateBackend = "pebble"; o.Checkpointing.LocalRecovery = true },
 			"Options.Checkpointing.LocalRecovery needs Options.Checkpointing.Incremental"},
+		{"changelog on heap", func(o *weir.Options) { o.Checkpointing.Incremental = true; o.Checkpointing.Changelog.Enabled = true },
+			"Options.Checkpointing.Incremental needs Options.StateBackend \"pebble\""},
+		{"changelog without incremental", func(o *weir.Options) { o.StateBackend = "pebble"; o.Checkpointing.Changelog.Enabled = true },
+			"Options.Checkpointing.Changelog.Enabled needs Options.StateBackend \"pebble\" (now \"pebble\") with Options.Checkpointing.Incremental (now false)"},
+		{"changelog with local recovery", func(o *weir.Options) {
+			o.StateBackend = "pebble"
+			o.Checkpointing.Incremental, o.Checkpointing.LocalRecovery, o.Checkpointing.Changelog.Enabled = true, true, true
+		}, "Options.Checkpointing.Changelog.Enabled does not support Options.Checkpointing.LocalRecovery"},
+		{"changelog ratio NaN", func(o *weir.Options) {
+			o.StateBackend = "pebble"
+			o.Checkpointing.Incremental, o.Checkpointing.Changelog.Enabled = true, true
+			o.Checkpointing.Changelog.MaterializationLogRatio = math.NaN()
+		}, "Options.Checkpointing.Changelog.MaterializationLogRatio is NaN"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			opts := weir.Options{Parallelism: 1, LocalStateDir: t.TempDir()}
@@ -263,7 +304,17 @@ func incCheckShared(t *testing.T, root, when string) []int64 {
 // to, an orphan upload is swept at the restart, and every retained
 // checkpoint restores (the restored run commits exactly the records after
 // the checkpoint's source position).
-func TestIncrementalSharedStateNoLeak(t *testing.T) {
+func TestIncrementalSharedStateNoLeak(t *testing.T) { incNoLeak(t, false) }
+
+// TestChangelogSharedStateNoLeak is TestIncrementalSharedStateNoLeak with
+// changelog checkpoints, a materialization at every checkpoint with a log
+// to cover: materializations and log segments that no retained checkpoint
+// lists are deleted (by the registry, by the task when it closes with a
+// materialization never referred to, by the sweep at a restart), and
+// nothing a retained checkpoint lists is.
+func TestChangelogSharedStateNoLeak(t *testing.T) { incNoLeak(t, true) }
+
+func incNoLeak(t *testing.T, changelog bool) {
 	t.Parallel()
 	ctx := spCtx(t)
 	const n = 5000
@@ -271,12 +322,16 @@ func TestIncrementalSharedStateNoLeak(t *testing.T) {
 	var allow atomic.Int64
 	src := spGate{n: n, allow: &allow}
 	sink := collect.Transactional[string]()
-	allow.Store(1200)
 	var at []int64
 	for i := range 8 {
 		at = append(at, int64(150*(i+1)))
 	}
-	ids, _ := incRun{par: 2, srcPar: 1, root: root, stateDir: stateDir, src: src, sink: sink, at: at, retained: 3}.run(t, ctx)
+	mats := weir.ChangelogMaterializations()
+	ids, _ := incRun{par: 2, srcPar: 1, root: root, stateDir: stateDir, src: src, sink: sink, at: at, retained: 3, changelog: changelog,
+		allow: &allow, allowAt: at}.run(t, ctx)
+	if changelog && weir.ChangelogMaterializations() == mats {
+		t.Error("no background materialization happened")
+	}
 	retained := incCheckShared(t, root, "after 8 checkpoints")
 	if !slices.Equal(retained, ids[len(ids)-3:]) {
 		t.Fatalf("retained checkpoints %v, want the last 3 of %v", retained, ids)
@@ -289,7 +344,7 @@ func TestIncrementalSharedStateNoLeak(t *testing.T) {
 		md := incMetadata(t, root, id)
 		pos := spSourcePositions(t, md)
 		restored := collect.Transactional[string]()
-		incRun{par: 3, srcPar: 1, root: t.TempDir(), stateDir: t.TempDir(), src: spGate{n: n, allow: &all}, sink: restored, sinkUID: "other",
+		incRun{par: 3, srcPar: 1, root: t.TempDir(), stateDir: t.TempDir(), src: spGate{n: n, allow: &all}, sink: restored, sinkUID: "other", changelog: changelog,
 			restore: filepath.Join(root, "inc", fmt.Sprint("chk-", id))}.run(t, ctx)
 		spSameMultiset(t, fmt.Sprint("restored from checkpoint ", id), restored.Results(), incMinus(spWant(n), spWant(pos[0])))
 	}
@@ -302,7 +357,7 @@ func TestIncrementalSharedStateNoLeak(t *testing.T) {
 		t.Fatal(err)
 	}
 	allow.Store(1200 + 450)
-	ids2, _ := incRun{par: 2, srcPar: 1, root: root, stateDir: stateDir, src: src, sink: sink, at: []int64{150, 300, 450}, retained: 3}.run(t, ctx)
+	ids2, _ := incRun{par: 2, srcPar: 1, root: root, stateDir: stateDir, src: src, sink: sink, at: []int64{150, 300, 450}, retained: 3, changelog: changelog}.run(t, ctx)
 	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
 		t.Fatalf("the orphan upload survived the restart: %v", err)
 	}
@@ -310,7 +365,7 @@ func TestIncrementalSharedStateNoLeak(t *testing.T) {
 		t.Fatalf("retained checkpoints after the restart %v, want %v", got, ids2)
 	}
 	allow.Store(n)
-	incRun{par: 2, srcPar: 1, root: root, stateDir: stateDir, src: src, sink: sink}.run(t, ctx)
+	incRun{par: 2, srcPar: 1, root: root, stateDir: stateDir, src: src, sink: sink, changelog: changelog}.run(t, ctx)
 	incCheckShared(t, root, "at the end")
 	spSameMultiset(t, "three runs", sink.Results(), spWant(n))
 }

@@ -75,6 +75,10 @@ type keyedEnv[K comparable] struct {
 	// got its files.
 	inc          *incrementalState
 	restoreStats restoreStats
+	// cl takes changelog-based checkpoints (Options.Checkpointing.Changelog,
+	// checkpointing_changelog.go); nil otherwise. inc is then set too: it
+	// restores, and names the local directories.
+	cl *changelogState
 }
 
 func newKeyedEnv[K comparable](env *opEnv, c codec.Codec[K]) *keyedEnv[K] {
@@ -96,6 +100,9 @@ func (k *keyedEnv[K]) open() error {
 		if k.env.incremental {
 			k.inc = newIncrementalState(k.env)
 		}
+		if k.env.changelog.Enabled {
+			k.cl = newChangelogState(k.env, k.inc, k.env.changelog)
+		}
 	default:
 		k.backend = heap.New[K](k.groups, k.codec)
 	}
@@ -104,6 +111,9 @@ func (k *keyedEnv[K]) open() error {
 
 // close releases the backend (the pebble backend's files).
 func (k *keyedEnv[K]) close() error {
+	if k.cl != nil {
+		k.cl.close()
+	}
 	if k.inc != nil {
 		k.inc.close()
 	}

@@ -123,6 +123,14 @@ type CheckpointOptions struct {
 	// match the checkpoint's metadata (sizes and CRCs); otherwise the files
 	// are downloaded. Needs Incremental. Default: false.
 	LocalRecovery bool
+	// Changelog configures changelog-based incremental checkpoints
+	// (Flink's state.changelog.*, FLIP-158): with Enabled, each checkpoint
+	// of the pebble backend uploads the log of the writes made since the
+	// previous one instead of the database files the writes and the
+	// compactions produced, and the database is materialized in the
+	// background from time to time. Needs Incremental (and so "pebble");
+	// not with LocalRecovery. Default: off.
+	Changelog ChangelogOptions
 
 	// store overrides Storage (tests: a store with injected faults).
 	store storage.Store
@@ -214,6 +222,12 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("weir: Options.Checkpointing.EveryNRecords is %d; want >= 0 (0 means off)", c.EveryNRecords)
 	case c.Incremental && o.StateBackend != "pebble":
 		return fmt.Errorf("weir: Options.Checkpointing.Incremental needs Options.StateBackend \"pebble\", not %q: the heap backend takes full snapshots only", o.StateBackend)
+	case c.Changelog.Enabled && (!c.Incremental || o.StateBackend != "pebble"):
+		return fmt.Errorf("weir: Options.Checkpointing.Changelog.Enabled needs Options.StateBackend \"pebble\" (now %q) with Options.Checkpointing.Incremental (now %t): the changelog is the pebble backend's", o.StateBackend, c.Incremental)
+	case c.Changelog.Enabled && c.LocalRecovery:
+		return fmt.Errorf("weir: Options.Checkpointing.Changelog.Enabled does not support Options.Checkpointing.LocalRecovery yet: turn one of them off")
+	case c.Changelog.MaterializationLogRatio != c.Changelog.MaterializationLogRatio: // NaN
+		return fmt.Errorf("weir: Options.Checkpointing.Changelog.MaterializationLogRatio is NaN; want > 0, 0 (default 0.5) or < 0 (off)")
 	case c.LocalRecovery && !c.Incremental:
 		return fmt.Errorf("weir: Options.Checkpointing.LocalRecovery needs Options.Checkpointing.Incremental (local recovery keeps the last incremental checkpoint on disk)")
 	}

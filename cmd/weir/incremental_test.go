@@ -15,13 +15,21 @@ import (
 // TestWordCountIncremental runs weir run wordcount with incremental pebble
 // checkpoints: the result is the reference, the final checkpoint refers to
 // its data files under shared/, and shared/ holds exactly those files.
-func TestWordCountIncremental(t *testing.T) {
+func TestWordCountIncremental(t *testing.T) { wordCountIncremental(t, "--incremental") }
+
+// TestWordCountChangelog is TestWordCountIncremental with --changelog: the
+// checkpoints are changelog-based (metadata version 3 once a checkpoint
+// lists log segments), the result is the reference, and shared/ holds
+// exactly what the retained checkpoint refers to.
+func TestWordCountChangelog(t *testing.T) { wordCountIncremental(t, "--changelog") }
+
+func wordCountIncremental(t *testing.T, mode string) {
 	dir := t.TempDir()
 	input := multilingualText(t, dir, 2000)
 	text, _ := os.ReadFile(input)
 	out, ck := filepath.Join(dir, "out"), filepath.Join(dir, "ck")
 	_, stderr, code := runWeir(t, "run", "wordcount", "--input", input, "--output", out, "--parallelism", "2",
-		"--state-backend", "pebble", "--incremental", "--checkpoint-interval", "20ms", "--checkpoint-dir", ck)
+		"--state-backend", "pebble", mode, "--checkpoint-interval", "20ms", "--checkpoint-dir", ck)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -70,8 +78,10 @@ func TestWordCountIncrementalNeedsPebble(t *testing.T) {
 	if err := os.WriteFile(file, []byte("x\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, stderr, code := runWeir(t, "run", "wordcount", "--input", file, "--output", filepath.Join(dir, "o"), "--incremental")
-	if code == 0 || !strings.Contains(stderr, "--incremental needs --state-backend pebble") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
-		t.Fatalf("exit %d, stderr %q: want one line saying --incremental needs --state-backend pebble", code, stderr)
+	for _, flag := range []string{"--incremental", "--changelog"} {
+		_, stderr, code := runWeir(t, "run", "wordcount", "--input", file, "--output", filepath.Join(dir, "o"), flag)
+		if code == 0 || !strings.Contains(stderr, flag+" needs --state-backend pebble") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Fatalf("exit %d, stderr %q: want one line saying %s needs --state-backend pebble", code, stderr, flag)
+		}
 	}
 }

@@ -36,6 +36,7 @@ type wordCountFlags struct {
 	restore     string
 	backend     string
 	incremental bool
+	changelog   bool
 	rest        restFlags
 	repeatRate  float64
 }
@@ -61,6 +62,7 @@ output directory. Without --input it counts a bundled demo text.`,
 	c.Flags().StringVar(&f.ckptDir, "checkpoint-dir", "", "checkpoint storage: a directory, file:///path, s3://bucket/prefix[?endpoint=host:port&secure=false&pathstyle=true] (credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) or memory://name (default: in memory)")
 	c.Flags().StringVar(&f.backend, "state-backend", "heap", `where keyed state lives: "heap" or "pebble"`)
 	c.Flags().BoolVar(&f.incremental, "incremental", false, "incremental checkpoints: upload only the state files that earlier checkpoints did not (needs --state-backend pebble)")
+	c.Flags().BoolVar(&f.changelog, "changelog", false, "changelog-based incremental checkpoints (Flink's state.changelog): each checkpoint uploads the log of the state's writes since the previous one, and the state is materialized in the background every 10 minutes or when the log outgrows half of it (needs --state-backend pebble; implies --incremental)")
 	f.rest.register(c)
 	c.Flags().Float64Var(&f.repeatRate, "repeat-rate", 0, "read the bundled demo text again and again, this many lines per second: a job that runs until cancelled, to try the REST API and the dashboard (0: read it once)")
 	c.Flags().StringVar(&f.restore, "restore", "", `resume from "latest" (the newest complete checkpoint in --checkpoint-dir) or from a checkpoint or savepoint path`)
@@ -117,6 +119,9 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 	if f.incremental && f.backend != "pebble" {
 		return fmt.Errorf("--incremental needs --state-backend pebble: the %s backend takes full snapshots only", f.backend)
 	}
+	if f.changelog && f.backend != "pebble" {
+		return fmt.Errorf("--changelog needs --state-backend pebble: the changelog is the pebble backend's")
+	}
 	if f.ckptDir != "" {
 		// A bad URL, a missing bucket or wrong credentials: say so now, not
 		// at the first checkpoint.
@@ -130,7 +135,8 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 	}
 	opts := weir.Options{Parallelism: f.parallelism, JobID: "wordcount", Restore: f.restore, StateBackend: f.backend}
 	opts.Checkpointing.Interval = f.interval
-	opts.Checkpointing.Incremental = f.incremental
+	opts.Checkpointing.Incremental = f.incremental || f.changelog
+	opts.Checkpointing.Changelog.Enabled = f.changelog
 	if f.ckptDir != "" {
 		opts.Checkpointing.Storage = f.ckptDir
 	}

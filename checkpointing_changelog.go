@@ -1,0 +1,608 @@
+package weir
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/runtime"
+	"github.com/weirstream/weir/internal/statebackend/pebble"
+	"github.com/weirstream/weir/internal/storage"
+)
+
+// Changelog-based incremental checkpoints of the pebble backend
+// (Options.Checkpointing.Changelog; Flink's FLIP-158, state.changelog.*):
+//
+//   - The backend appends every write to its database to a local log
+//     (pebble.Changelog), from the first materialization on.
+//   - A materialization is a native pebble checkpoint (hard links) taken at
+//     a checkpoint's barrier, at the same instant as that checkpoint's cut
+//     of the log: the log segments after it replay exactly on top of it.
+//     All its files go to <job>/shared/ (its data files that the previous
+//     materialization uploaded are referred to, not uploaded again).
+//   - The synchronous part of a checkpoint cuts the log (Rotate: flush the
+//     write buffer, open the next segment); the asynchronous part uploads
+//     the new segments to shared/. The handle lists the files of the last
+//     materialization and then the segments written since it
+//     (KeyedStateHandle.Changelog of them), each with size and CRC.
+//   - Periodically (MaterializationInterval) or when the log since the last
+//     materialization outgrows MaterializationLogRatio of the state, a
+//     checkpoint's synchronous part also takes a materialization, whose
+//     upload runs in the background, not as part of any checkpoint. The
+//     first checkpoint that starts after the upload finished refers to it
+//     and to the segments after it only. Its bytes are reported apart
+//     (logged, and counted in materializedBytes).
+//   - The first checkpoint (and the first after a restore) has no
+//     materialization to refer to: it takes one synchronously, uploaded in
+//     its own asynchronous part (as an incremental checkpoint does).
+//
+// Which files a checkpoint may refer to follows the rules of the job
+// master's shared-state registry (internal/jobmaster/shared.go): a task
+// refers only to files listed by its base (the last checkpoint it knows
+// complete), plus what it uploads for this checkpoint. A background
+// materialization is therefore referred to, until a checkpoint referring to
+// it is known complete, by that one checkpoint only: if that checkpoint
+// aborts, the registry deletes the materialization's new files and the
+// task drops it (the next checkpoints refer to the previous
+// materialization and its segments, kept until a newer one is confirmed).
+// Segments are reused only once a checkpoint listing them completed; a
+// segment uploaded for a checkpoint that did not complete is uploaded
+// again, under another name, by the next one.
+//
+// A materialization uploaded but never referred to by a checkpoint (the
+// task closed first) is deleted by the task when it closes; if the process
+// dies instead, its files stay under shared/ until the job master sweeps
+// shared/ of what no retained checkpoint lists (at the end of the attempt,
+// or when the next process starts: sharedInit).
+//
+// Restore downloads the materialization of each handle, and its segments
+// (each checked against its size and CRC: a damaged or missing segment
+// makes the checkpoint skipped like any damaged checkpoint), replays the
+// segments on it, and then restores the native checkpoints as the
+// incremental mode does — rescaling included: the replayed database of a
+// handle holds all its key groups, and the restore keeps those of the
+// subtask. Local recovery is not supported in this mode.
+
+// ChangelogOptions configures changelog-based incremental checkpoints
+// (Options.Checkpointing.Changelog), as Flink's state.changelog.* options.
+type ChangelogOptions struct {
+	// Enabled turns the changelog on (Flink's state.changelog.enabled): each
+	// checkpoint uploads the writes made since the previous one, whatever
+	// the database compacted, and the state is materialized (a native
+	// checkpoint uploaded in the background) from time to time. Needs
+	// StateBackend "pebble" and Incremental. Default: false.
+	Enabled bool
+	// MaterializationInterval is the time between two materializations
+	// (Flink's state.changelog.periodic-materialize.interval): at the first
+	// checkpoint after it elapsed since the last one started, a new one is
+	// taken. Default (0): 10 minutes. Negative: only the size trigger.
+	MaterializationInterval time.Duration
+	// MaterializationLogRatio triggers a materialization when the log
+	// since the last one exceeds this fraction of the last
+	// materialization's size: it bounds the log a restore replays and the
+	// storage the log takes. Default (0): 0.5. Negative: only the interval.
+	MaterializationLogRatio float64
+}
+
+// Defaults of ChangelogOptions.
+const (
+	defaultMaterializationInterval = 10 * time.Minute
+	defaultMaterializationLogRatio = 0.5
+)
+
+func (o *ChangelogOptions) ensureDefaults() {
+	if o.MaterializationInterval == 0 {
+		o.MaterializationInterval = defaultMaterializationInterval
+	}
+	if o.MaterializationLogRatio == 0 {
+		o.MaterializationLogRatio = defaultMaterializationLogRatio
+	}
+}
+
+// bgMaterializations counts the background materializations uploaded in
+// this process (tests check that they happen).
+var bgMaterializations atomic.Int64
+
+// materialization is a native checkpoint uploaded to shared/.
+type materialization struct {
+	id    int64                  // the checkpoint at whose barrier it was taken
+	cut   int64                  // the first log segment after it
+	files []checkpoint.StateFile // every file, shared
+	size  int64
+	data  map[string]sharedFile // its data files by local name (the next one reuses them)
+	store storage.Store
+	fresh []string // objects it uploaded (not reused)
+}
+
+// clCheckpoint is what one checkpoint of this instance lists.
+type clCheckpoint struct {
+	id   int64
+	mat  *materialization
+	segs map[int64]checkpoint.StateFile // segment seq -> its upload
+}
+
+// changelogState is the changelog side of one pebble keyed operator
+// instance. Everything but the background materialization and the
+// asynchronous parts runs on the task goroutine; what they share is under
+// mu.
+type changelogState struct {
+	inc    *incrementalState // names and directories; its restore
+	opts   ChangelogOptions
+	now    func() time.Time
+	logger *slog.Logger
+	ctx    context.Context
+
+	log        *pebble.Changelog         // nil until the first materialization
+	local      []pebble.ChangelogSegment // closed segments not yet removed, by seq
+	matSeq     int64                     // materializations taken
+	lastMat    time.Time                 // when the last one was taken
+	inflight   *materialization          // referred to by pending checkpoint inflightBy only
+	inflightBy int64
+	confirmed  *clCheckpoint // the last checkpoint known complete
+
+	mu       sync.Mutex
+	pending  map[int64]*clCheckpoint
+	ready    *materialization // uploaded, not referred to yet
+	running  bool
+	cancel   context.CancelFunc
+	bg       sync.WaitGroup
+	bgErr    error
+	matBytes int64 // uploaded by materializations, background and synchronous
+	bgMats   int   // background materializations uploaded
+}
+
+func newChangelogState(env *opEnv, inc *incrementalState, opts ChangelogOptions) *changelogState {
+	opts.ensureDefaults()
+	ctx := env.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	logger := env.logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &changelogState{inc: inc, opts: opts, now: time.Now, logger: logger, ctx: ctx, pending: make(map[int64]*clCheckpoint)}
+}
+
+func (s *changelogState) logDir() string { return filepath.Join(s.inc.localDir, "changelog") }
+
+func (s *changelogState) matDir(n int64) string {
+	return filepath.Join(s.inc.localDir, "mat-"+strconv.FormatInt(n, 10))
+}
+
+// materializedBytes returns the bytes uploaded by materializations so far.
+func (s *changelogState) materializedBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.matBytes
+}
+
+// snapshot runs the synchronous part of checkpoint id in changelog mode.
+func (s *changelogState) snapshot(b changelogBackend, id int64, opts *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
+	fail := func(err error) (runtime.OperatorSnapshot, error) {
+		return runtime.OperatorSnapshot{}, fmt.Errorf("changelog checkpoint %d: %w", id, err)
+	}
+	s.mu.Lock()
+	ready, bgErr := s.ready, s.bgErr
+	s.bgErr = nil
+	if ready != nil && s.inflight == nil && ready.store == opts.Store {
+		s.ready = nil
+	} else {
+		ready = nil
+	}
+	s.mu.Unlock()
+	if bgErr != nil {
+		s.logger.Warn("changelog: a background materialization failed; the next one is tried at the next trigger", "err", bgErr)
+	}
+
+	// The materialization this checkpoint refers to.
+	var mat *materialization
+	syncMat := false
+	switch {
+	case ready != nil:
+		mat = ready
+		s.inflight, s.inflightBy = ready, id
+	case s.confirmed != nil && s.confirmed.mat.store == opts.Store:
+		mat = s.confirmed.mat
+	default:
+		syncMat = true
+	}
+
+	// Cut the log at the barrier.
+	if s.log == nil {
+		if err := os.RemoveAll(s.logDir()); err != nil {
+			return fail(err)
+		}
+		log, err := pebble.OpenChangelog(s.logDir(), 0)
+		if err != nil {
+			return fail(err)
+		}
+		s.log = log
+		b.SetChangelog(log)
+	} else {
+		seg, err := s.log.Rotate()
+		if err != nil {
+			return fail(err)
+		}
+		if seg.Size > 0 {
+			s.local = append(s.local, seg)
+		} else {
+			_ = os.Remove(seg.Path)
+		}
+	}
+	cut := s.log.Seq()
+
+	// The reuse base: the files of the last checkpoint known complete.
+	var baseID int64
+	var baseData map[string]sharedFile
+	var baseSegs map[int64]checkpoint.StateFile
+	if s.confirmed != nil && s.confirmed.mat.store == opts.Store {
+		baseID, baseData, baseSegs = s.confirmed.id, s.confirmed.mat.data, s.confirmed.segs
+	} else {
+		s.inc.mu.Lock()
+		if up := s.inc.confirmed; up.files != nil && up.store == opts.Store {
+			baseID, baseData = up.id, up.files
+		}
+		s.inc.mu.Unlock()
+	}
+	sharedDir := path.Join(path.Dir(opts.Dir), storage.SharedDirName)
+
+	var syncDir string
+	if syncMat {
+		s.matSeq++
+		syncDir = s.matDir(s.matSeq)
+		if err := s.takeNative(b, id, syncDir); err != nil {
+			return fail(err)
+		}
+		s.lastMat = s.now()
+	}
+	var segs []pebble.ChangelogSegment
+	if !syncMat {
+		for _, seg := range s.local {
+			if seg.Seq >= mat.cut && seg.Seq < cut {
+				segs = append(segs, seg)
+			}
+		}
+	}
+	s.maybeMaterialize(b, id, cut, opts.Store, sharedDir)
+
+	return runtime.OperatorSnapshot{
+		Async: func(ctx context.Context, st *checkpoint.SubtaskState) (int64, error) {
+			var written int64
+			m := mat
+			if syncMat {
+				var err error
+				m, written, err = s.inc.uploadMaterialization(ctx, syncDir, baseData, opts.Store, sharedDir, fmt.Sprintf("m%d", id))
+				if err != nil {
+					return 0, fmt.Errorf("changelog checkpoint %d: materialization: %w", id, err)
+				}
+				m.id, m.cut = id, cut
+				s.mu.Lock()
+				s.matBytes += written
+				s.mu.Unlock()
+			}
+			cp := &clCheckpoint{id: id, mat: m, segs: make(map[int64]checkpoint.StateFile, len(segs))}
+			files := slices.Clone(m.files)
+			h := checkpoint.KeyedStateHandle{Backend: checkpoint.IncrementalBackend, StartGroup: s.inc.groups.Start, EndGroup: s.inc.groups.End,
+				Base: baseID, Changelog: len(segs)}
+			uploads := make([]checkpoint.StateFile, len(segs))
+			cs := storage.CheckpointStorage{Store: opts.Store}
+			var mu sync.Mutex
+			err := parallel(ctx, len(segs), func(ctx context.Context, i int) error {
+				seg := segs[i]
+				if f, ok := baseSegs[seg.Seq]; ok {
+					uploads[i] = f
+					return nil
+				}
+				name := fmt.Sprintf("%s-%s-c%d-%s", s.inc.prefix, s.inc.instance, id, pebble.ChangelogSegmentName(seg.Seq))
+				size, crc, err := cs.UploadStateFile(ctx, sharedDir, name, seg.Path)
+				if err != nil {
+					return err
+				}
+				uploads[i] = checkpoint.StateFile{Name: pebble.ChangelogSegmentName(seg.Seq), Path: sharedPath(path.Join(sharedDir, name)),
+					Size: size, CRC: crc, Shared: true}
+				mu.Lock()
+				written += size
+				mu.Unlock()
+				return nil
+			})
+			if err != nil {
+				return 0, fmt.Errorf("changelog checkpoint %d: upload the log: %w", id, err)
+			}
+			for i, seg := range segs {
+				cp.segs[seg.Seq] = uploads[i]
+			}
+			files = append(files, uploads...)
+			for _, f := range files {
+				h.Size += f.Size
+			}
+			h.Files = files
+			st.Keyed = append(st.Keyed, h)
+			s.mu.Lock()
+			s.pending[id] = cp
+			s.mu.Unlock()
+			return written, nil
+		},
+		Release: func() {
+			if syncDir != "" {
+				_ = os.RemoveAll(syncDir)
+			}
+		},
+	}, nil
+}
+
+// changelogBackend is what the changelog mode needs of the pebble backend.
+type changelogBackend interface {
+	SnapshotIncremental(id int64, dir string) ([]string, error)
+	SetChangelog(c *pebble.Changelog)
+}
+
+func (s *changelogState) takeNative(b changelogBackend, id int64, dir string) error {
+	if err := os.MkdirAll(s.inc.localDir, 0o755); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	_, err := b.SnapshotIncremental(id, dir)
+	return err
+}
+
+// maybeMaterialize starts a background materialization at the cut of
+// checkpoint id when one is due and none is under way or waiting.
+func (s *changelogState) maybeMaterialize(b changelogBackend, id, cut int64, store storage.Store, sharedDir string) {
+	c := s.confirmed
+	if c == nil || c.mat.store != store || s.inflight != nil {
+		return
+	}
+	s.mu.Lock()
+	busy := s.running || s.ready != nil
+	s.mu.Unlock()
+	if busy {
+		return
+	}
+	var logSize int64
+	for _, seg := range s.local {
+		if seg.Seq >= c.mat.cut {
+			logSize += seg.Size
+		}
+	}
+	if logSize == 0 {
+		return // nothing changed since the last one
+	}
+	due := s.opts.MaterializationInterval > 0 && s.now().Sub(s.lastMat) >= s.opts.MaterializationInterval
+	big := s.opts.MaterializationLogRatio > 0 && float64(logSize) > s.opts.MaterializationLogRatio*float64(c.mat.size)
+	if !due && !big {
+		return
+	}
+	s.matSeq++
+	dir := s.matDir(s.matSeq)
+	if err := s.takeNative(b, id, dir); err != nil {
+		s.logger.Warn("changelog: cannot take a materialization", "checkpoint", id, "err", err)
+		_ = os.RemoveAll(dir)
+		return
+	}
+	s.lastMat = s.now()
+	base := c.mat.data
+	ctx, cancel := context.WithCancel(s.ctx)
+	s.mu.Lock()
+	s.running, s.cancel = true, cancel
+	s.mu.Unlock()
+	start := s.now()
+	s.bg.Go(func() {
+		defer cancel()
+		defer os.RemoveAll(dir)
+		m, written, err := s.inc.uploadMaterialization(ctx, dir, base, store, sharedDir, fmt.Sprintf("m%d", id))
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.running = false
+		if err != nil {
+			s.bgErr = err
+			return
+		}
+		m.id, m.cut = id, cut
+		s.ready = m
+		s.matBytes += written
+		s.bgMats++
+		bgMaterializations.Add(1)
+		s.logger.Info("changelog: materialization uploaded", "checkpoint", id, "uploadedBytes", written,
+			"stateBytes", m.size, "logBytes", logSize, "duration", s.now().Sub(start))
+	})
+}
+
+// uploadMaterialization uploads the native checkpoint in dir to sharedDir,
+// referring to the data files of base instead of uploading them again, and
+// returns it with the bytes uploaded.
+func (s *incrementalState) uploadMaterialization(ctx context.Context, dir string, base map[string]sharedFile, store storage.Store, sharedDir, tag string) (*materialization, int64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	m := &materialization{store: store, data: make(map[string]sharedFile), files: make([]checkpoint.StateFile, len(entries))}
+	var todo []int
+	for i, e := range entries {
+		name := e.Name()
+		if f, ok := base[name]; ok && isDataFile(name) && path.Dir(f.object) == sharedDir {
+			m.files[i] = checkpoint.StateFile{Name: name, Path: sharedPath(f.object), Size: f.size, CRC: f.crc, Shared: true}
+			m.data[name] = f
+			continue
+		}
+		if !e.Type().IsRegular() {
+			return nil, 0, fmt.Errorf("%s is not a regular file", filepath.Join(dir, name))
+		}
+		todo = append(todo, i)
+	}
+	cs := storage.CheckpointStorage{Store: store}
+	var mu sync.Mutex
+	var written int64
+	err = parallel(ctx, len(todo), func(ctx context.Context, j int) error {
+		i := todo[j]
+		name := entries[i].Name()
+		object := path.Join(sharedDir, fmt.Sprintf("%s-%s-%s-%s", s.prefix, s.instance, tag, name))
+		size, crc, err := cs.UploadStateFile(ctx, sharedDir, path.Base(object), filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		m.files[i] = checkpoint.StateFile{Name: name, Path: sharedPath(object), Size: size, CRC: crc, Shared: true}
+		if isDataFile(name) {
+			m.data[name] = sharedFile{object: object, size: size, crc: crc}
+		}
+		m.fresh = append(m.fresh, object)
+		written += size
+		return nil
+	})
+	if err != nil {
+		for _, o := range m.fresh { // referred to by nothing
+			_ = store.Delete(context.WithoutCancel(ctx), o)
+		}
+		return nil, 0, err
+	}
+	for _, f := range m.files {
+		m.size += f.Size
+	}
+	return m, written, nil
+}
+
+// complete records that checkpoint id completed.
+func (s *changelogState) complete(id int64) {
+	s.mu.Lock()
+	cp := s.pending[id]
+	for p := range s.pending {
+		if p <= id {
+			delete(s.pending, p)
+		}
+	}
+	s.mu.Unlock()
+	// cp becomes the base unless it refers to an older materialization
+	// than the base (it was taken before the base's completion was known):
+	// the base must only grow, and what it lists stays reusable.
+	if c := s.confirmed; cp != nil && (c == nil || cp.id > c.id && cp.mat.id >= c.mat.id) {
+		if c == nil || cp.mat != c.mat {
+			// A newer materialization is confirmed: the segments before
+			// its cut are needed by no checkpoint this instance takes.
+			s.dropLocal(cp.mat.cut)
+		}
+		s.confirmed = cp
+	}
+	if s.inflight != nil && s.inflightBy <= id && (cp == nil || cp.mat != s.inflight) {
+		s.inflight = nil // its checkpoint was subsumed: its files may be gone
+	}
+	if cp != nil && cp.mat == s.inflight {
+		s.inflight = nil // confirmed
+	}
+}
+
+// aborted records that checkpoint id aborted.
+func (s *changelogState) aborted(id int64) {
+	s.mu.Lock()
+	delete(s.pending, id)
+	s.mu.Unlock()
+	if s.inflight != nil && s.inflightBy == id {
+		// The registry deletes what only this checkpoint listed: the
+		// materialization's new files. The next checkpoints refer to the
+		// confirmed one again, whose segments are all still here.
+		s.inflight = nil
+	}
+}
+
+// dropLocal removes the local segments below seq.
+func (s *changelogState) dropLocal(seq int64) {
+	keep := s.local[:0]
+	for _, seg := range s.local {
+		if seg.Seq < seq {
+			_ = os.Remove(seg.Path)
+		} else {
+			keep = append(keep, seg)
+		}
+	}
+	s.local = keep
+}
+
+// close stops a background materialization, deletes the files of one that
+// no checkpoint referred to, and removes the local log.
+func (s *changelogState) close() {
+	s.mu.Lock()
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.mu.Unlock()
+	s.bg.Wait()
+	s.mu.Lock()
+	ready := s.ready
+	s.ready = nil
+	s.mu.Unlock()
+	if ready != nil {
+		for _, o := range ready.fresh {
+			_ = ready.store.Delete(context.Background(), o)
+		}
+	}
+	if s.log != nil {
+		_ = s.log.Close()
+	}
+	_ = os.RemoveAll(s.logDir())
+	entries, _ := os.ReadDir(s.inc.localDir)
+	for _, e := range entries {
+		if _, err := strconv.Atoi(trimPrefix(e.Name(), "mat-")); err == nil {
+			_ = os.RemoveAll(filepath.Join(s.inc.localDir, e.Name()))
+		}
+	}
+	_ = os.Remove(s.inc.localDir) // only if empty
+}
+
+func trimPrefix(s, p string) string {
+	if len(s) > len(p) && s[:len(p)] == p {
+		return s[len(p):]
+	}
+	return ""
+}
+
+// replayHandle moves the changelog segments of h, downloaded into dir, out
+// of it and replays them on the native checkpoint left in dir.
+func replayHandle(h checkpoint.KeyedStateHandle, dir string, replay func(dir string, segments []string) error) error {
+	n := len(h.Files) - h.Changelog
+	if h.Changelog < 0 || n < 1 {
+		return fmt.Errorf("%w: %d changelog segments in a handle of %d files", storage.ErrCorruptState, h.Changelog, len(h.Files))
+	}
+	if replay == nil {
+		return fmt.Errorf("the checkpoint holds a changelog, which this backend cannot replay")
+	}
+	for _, f := range h.Files[:n] {
+		if _, ok := pebble.ParseChangelogSegmentName(f.Name); ok {
+			return fmt.Errorf("%w: changelog segment %s among the materialized files", storage.ErrCorruptState, f.Name)
+		}
+	}
+	logDir := dir + "-log"
+	if err := os.RemoveAll(logDir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return err
+	}
+	defer os.RemoveAll(logDir)
+	var segs []string
+	last := int64(-1)
+	for _, f := range h.Files[n:] {
+		seq, ok := pebble.ParseChangelogSegmentName(f.Name)
+		if !ok || seq <= last {
+			return fmt.Errorf("%w: changelog segment %q out of order or misnamed", storage.ErrCorruptState, f.Name)
+		}
+		last = seq
+		p := filepath.Join(logDir, f.Name)
+		if err := os.Rename(filepath.Join(dir, f.Name), p); err != nil {
+			return err
+		}
+		segs = append(segs, p)
+	}
+	return replay(dir, segs)
+}
