@@ -148,6 +148,10 @@ type changelogState struct {
 	inflight   *materialization          // referred to by pending checkpoint inflightBy only
 	inflightBy int64
 	confirmed  *clCheckpoint // the last checkpoint known complete
+	// inUse holds, for each checkpoint taken and not yet known complete or
+	// aborted, the first segment its asynchronous part may read: the local
+	// segments from there on stay until it is known done.
+	inUse map[int64]int64
 
 	mu       sync.Mutex
 	pending  map[int64]*clCheckpoint
@@ -170,7 +174,8 @@ func newChangelogState(env *opEnv, inc *incrementalState, opts ChangelogOptions)
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &changelogState{inc: inc, opts: opts, now: time.Now, logger: logger, ctx: ctx, pending: make(map[int64]*clCheckpoint)}
+	return &changelogState{inc: inc, opts: opts, now: time.Now, logger: logger, ctx: ctx,
+		pending: make(map[int64]*clCheckpoint), inUse: make(map[int64]int64)}
 }
 
 func (s *changelogState) logDir() string { return filepath.Join(s.inc.localDir, "changelog") }
@@ -267,6 +272,7 @@ func (s *changelogState) snapshot(b changelogBackend, id int64, opts *runtime.Ba
 	}
 	var segs []pebble.ChangelogSegment
 	if !syncMat {
+		s.inUse[id] = mat.cut
 		for _, seg := range s.local {
 			if seg.Seq >= mat.cut && seg.Seq < cut {
 				segs = append(segs, seg)
@@ -484,6 +490,11 @@ func (s *changelogState) complete(id int64) {
 		}
 	}
 	s.mu.Unlock()
+	for p := range s.inUse {
+		if p <= id {
+			delete(s.inUse, p)
+		}
+	}
 	// cp becomes the base unless it refers to an older materialization
 	// than the base (it was taken before the base's completion was known):
 	// the base must only grow, and what it lists stays reusable.
@@ -508,6 +519,7 @@ func (s *changelogState) aborted(id int64) {
 	s.mu.Lock()
 	delete(s.pending, id)
 	s.mu.Unlock()
+	delete(s.inUse, id)
 	if s.inflight != nil && s.inflightBy == id {
 		// The registry deletes what only this checkpoint listed: the
 		// materialization's new files. The next checkpoints refer to the
@@ -516,8 +528,12 @@ func (s *changelogState) aborted(id int64) {
 	}
 }
 
-// dropLocal removes the local segments below seq.
+// dropLocal removes the local segments below seq that no checkpoint
+// under way may still read.
 func (s *changelogState) dropLocal(seq int64) {
+	for _, first := range s.inUse {
+		seq = min(seq, first)
+	}
 	keep := s.local[:0]
 	for _, seg := range s.local {
 		if seg.Seq < seq {
