@@ -222,7 +222,11 @@ func (s *changelogState) snapshot(b changelogBackend, id int64, opts *runtime.Ba
 		syncMat = true
 	}
 
-	// Cut the log at the barrier.
+	// Cut the log at the barrier, after the writes still in the backend's
+	// write-back cache reached the database (and the log).
+	if err := b.FlushWriteCache(); err != nil {
+		return fail(err)
+	}
 	if s.log == nil {
 		if err := os.RemoveAll(s.logDir()); err != nil {
 			return fail(err)
@@ -234,7 +238,7 @@ func (s *changelogState) snapshot(b changelogBackend, id int64, opts *runtime.Ba
 		s.log = log
 		b.SetChangelog(log)
 	} else {
-		seg, err := s.log.Rotate()
+		seg, err := b.CutChangelog()
 		if err != nil {
 			return fail(err)
 		}
@@ -350,6 +354,8 @@ func (s *changelogState) snapshot(b changelogBackend, id int64, opts *runtime.Ba
 type changelogBackend interface {
 	SnapshotIncremental(id int64, dir string) ([]string, error)
 	SetChangelog(c *pebble.Changelog)
+	FlushWriteCache() error
+	CutChangelog() (pebble.ChangelogSegment, error)
 }
 
 func (s *changelogState) takeNative(b changelogBackend, id int64, dir string) error {

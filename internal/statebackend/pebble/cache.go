@@ -38,12 +38,12 @@ import (
 //
 // It is used on the task goroutine only.
 type writeCache struct {
-	budget  int64
-	size    int64
-	db      func() *pebble.DB // the backend's current database
+	budget int64
+	size   int64
+	db     func() *pebble.DB // the backend's current database
 	// commit commits a batch of write-backs (Backend.commitBatch: the
 	// changelog sees them).
-	commit func(*pebble.Batch) error
+	commit  func(*pebble.Batch) error
 	entries map[string]*cacheEntry
 	ring    []*cacheEntry // CLOCK order; entry.slot is its index
 	hand    int

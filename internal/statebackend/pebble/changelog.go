@@ -223,6 +223,19 @@ func (c *Changelog) appendOp(kind pebble.InternalKeyKind, key, value []byte, wit
 // log only when they are written back.
 func (b *Backend[K]) SetChangelog(c *Changelog) { b.changelog = c }
 
+// CutChangelog cuts the attached changelog at this instant: it writes the
+// write-back cache's dirty entries to the database (and the log), then
+// closes the open segment (Changelog.Rotate) and returns it.
+func (b *Backend[K]) CutChangelog() (ChangelogSegment, error) {
+	if b.changelog == nil {
+		return ChangelogSegment{}, errors.New("pebble backend: no changelog attached")
+	}
+	if err := b.FlushWriteCache(); err != nil {
+		return ChangelogSegment{}, err
+	}
+	return b.changelog.Rotate()
+}
+
 // FlushWriteCache writes the dirty entries of the write-back cache to the
 // database (and so to the changelog): a checkpoint's cut of the log must
 // follow it, so that the segment before the cut holds every write made

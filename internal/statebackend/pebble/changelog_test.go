@@ -90,7 +90,7 @@ func TestChangelogReplay(t *testing.T) {
 	var segs []string
 	for round := 1; round <= 3; round++ {
 		changelogWrites(t, b, round)
-		seg, err := log.Rotate()
+		seg, err := b.CutChangelog()
 		must(t, err)
 		if seg.Seq != int64(round-1) || seg.Size == 0 {
 			t.Fatalf("segment %+v after round %d", seg, round)
@@ -152,7 +152,7 @@ func TestChangelogCorruptSegment(t *testing.T) {
 	defer log.Close()
 	b.SetChangelog(log)
 	changelogWrites(t, b, 0)
-	seg, err := log.Rotate()
+	seg, err := b.CutChangelog()
 	must(t, err)
 	if filepath.Base(seg.Path) != "changelog-000000000007" {
 		t.Fatalf("segment file %s", seg.Path)
