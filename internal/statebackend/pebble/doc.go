@@ -130,6 +130,19 @@
 //
 // Savepoints stay canonical (full snapshots).
 //
+// # Changelog (FLIP-158)
+//
+// With a Changelog attached (SetChangelog), every write to the database is
+// also appended to a local, segmented log (changelog.go): the backend
+// writes only through dbSet, dbDelete, dbDeleteRange and commitBatch (a
+// test parses the package to keep it so), and the write-back cache's
+// write-backs commit through commitBatch. CutChangelog flushes the cache
+// and closes the open segment: the runtime calls it at a checkpoint's
+// barrier and uploads the segment; ReplayChangelog applies segments, in
+// order, to a native checkpoint (a materialization taken at an earlier
+// cut) before RestoreNative. The runtime's side is the root package's
+// checkpointing_changelog.go.
+//
 // # Restore and registration
 //
 // Restore writes the entries of the canonical handles, as bytes, into the
