@@ -2,6 +2,7 @@ package weir
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/checkpoint"
@@ -16,13 +17,27 @@ func (lifecycle) Open() error   { return nil }
 func (lifecycle) Finish() error { return nil }
 func (lifecycle) Close() error  { return nil }
 
+// The batch path (EmitBatch) of the operators below calls the user
+// function on every record of the batch before it emits anything
+// downstream, so that a panic in the user function happens while the
+// Cursor names the operator; what runs downstream sets the Cursor itself.
+// Each keeps scratch slices for its output, reused from batch to batch
+// (the callee of EmitBatch keeps nothing), and clears them after use so
+// that they hold no references to records that are gone.
+
 type mapOp[T, U any] struct {
 	lifecycle
 	inCount
-	fn  func(T) U
-	out runtime.Output[U]
-	cur *runtime.Cursor
-	idx int
+	fn      func(T) U
+	out     runtime.Output[U]
+	bout    runtime.BatchOutput[U]
+	scratch []U
+	cur     *runtime.Cursor
+	idx     int
+}
+
+func newMapOp[T, U any](fn func(T) U, out runtime.Output[U], env *opEnv) *mapOp[T, U] {
+	return &mapOp[T, U]{fn: fn, out: out, bout: runtime.Batched(out), cur: env.cursor, idx: env.index}
 }
 
 func (o *mapOp[T, U]) Emit(rec T, ts int64) {
@@ -31,14 +46,37 @@ func (o *mapOp[T, U]) Emit(rec T, ts int64) {
 	o.out.Emit(o.fn(rec), ts)
 }
 
+// EmitBatch implements runtime.BatchOutput.
+func (o *mapOp[T, U]) EmitBatch(recs []T, ts []int64) {
+	o.cur.Current = o.idx
+	o.in.N += int64(len(recs))
+	out := slices.Grow(o.scratch[:0], len(recs))[:len(recs)]
+	o.scratch = out
+	recs = recs[:len(out)]
+	fn := o.fn
+	for i := range out {
+		out[i] = fn(recs[i])
+	}
+	o.bout.EmitBatch(out, ts)
+	clear(out)
+}
+
 type flatMapOp[T, U any] struct {
 	lifecycle
 	inCount
-	fn   func(T, Collector[U])
-	coll collector[U]
-	ts   int64
-	cur  *runtime.Cursor
-	idx  int
+	fn    func(T, Collector[U])
+	coll  collector[U]
+	batch batchCollector[U]
+	ts    int64
+	cur   *runtime.Cursor
+	idx   int
+}
+
+func newFlatMapOp[T, U any](fn func(T, Collector[U]), out runtime.Output[U], env *opEnv) *flatMapOp[T, U] {
+	op := &flatMapOp[T, U]{fn: fn, cur: env.cursor, idx: env.index}
+	op.coll = collector[U]{out: out, ts: &op.ts}
+	op.batch = batchCollector[U]{out: runtime.Batched(out), cur: env.cursor, idx: env.index}
+	return op
 }
 
 func (o *flatMapOp[T, U]) Emit(rec T, ts int64) {
@@ -48,13 +86,87 @@ func (o *flatMapOp[T, U]) Emit(rec T, ts int64) {
 	o.fn(rec, &o.coll)
 }
 
+// EmitBatch implements runtime.BatchOutput: what fn collects over the
+// batch goes downstream in batches of up to flatMapBatch records, and all
+// of it before EmitBatch returns.
+func (o *flatMapOp[T, U]) EmitBatch(recs []T, ts []int64) {
+	o.cur.Current = o.idx
+	o.in.N += int64(len(recs))
+	c := &o.batch
+	c.timed = ts != nil
+	fn := o.fn
+	if ts == nil {
+		for _, r := range recs {
+			fn(r, c)
+		}
+	} else {
+		for i, r := range recs {
+			c.ts = ts[i]
+			fn(r, c)
+		}
+	}
+	c.flush()
+}
+
+// flatMapBatch is the most records a flatMap's batch collector holds
+// before it sends them downstream: a function that emits many records per
+// input does not make it buffer many batches' worth.
+const flatMapBatch = 1024
+
+// batchCollector is the Collector of a flatMap on its batch path: it
+// gathers the records, with the timestamp of the input record being
+// processed when the batch has timestamps.
+type batchCollector[T any] struct {
+	out   runtime.BatchOutput[T]
+	recs  []T
+	tss   []int64
+	timed bool
+	ts    int64
+	cur   *runtime.Cursor
+	idx   int
+}
+
+// Collect implements Collector.
+func (c *batchCollector[T]) Collect(v T) {
+	c.recs = append(c.recs, v)
+	if c.timed {
+		c.tss = append(c.tss, c.ts)
+	}
+	if len(c.recs) >= flatMapBatch {
+		c.flush()
+		// The user function goes on: a panic in it is its operator's.
+		c.cur.Current = c.idx
+	}
+}
+
+// flush sends what was collected downstream.
+func (c *batchCollector[T]) flush() {
+	if len(c.recs) == 0 {
+		return
+	}
+	var ts []int64
+	if c.timed {
+		ts = c.tss
+	}
+	c.out.EmitBatch(c.recs, ts)
+	clear(c.recs)
+	c.recs, c.tss = c.recs[:0], c.tss[:0]
+}
+
 type filterOp[T any] struct {
 	lifecycle
 	inCount
-	keep func(T) bool
-	out  runtime.Output[T]
-	cur  *runtime.Cursor
-	idx  int
+	keep    func(T) bool
+	out     runtime.Output[T]
+	bout    runtime.BatchOutput[T]
+	scratch []T
+	tss     []int64
+	cur     *runtime.Cursor
+	idx     int
+}
+
+func newFilterOp[T any](keep func(T) bool, out runtime.Output[T], env *opEnv) *filterOp[T] {
+	return &filterOp[T]{keep: keep, out: out, bout: runtime.Batched(out), cur: env.cursor, idx: env.index}
 }
 
 func (o *filterOp[T]) Emit(rec T, ts int64) {
@@ -63,6 +175,44 @@ func (o *filterOp[T]) Emit(rec T, ts int64) {
 	if o.keep(rec) {
 		o.out.Emit(rec, ts)
 	}
+}
+
+// EmitBatch implements runtime.BatchOutput: the kept records (and their
+// timestamps) are compacted into scratch slices and sent on in one batch.
+func (o *filterOp[T]) EmitBatch(recs []T, ts []int64) {
+	o.cur.Current = o.idx
+	o.in.N += int64(len(recs))
+	keep := o.keep
+	kept := slices.Grow(o.scratch[:0], len(recs))[:len(recs)]
+	o.scratch = kept
+	n := 0
+	if ts == nil {
+		// Every record is stored and the count advances only past the
+		// kept ones: no branch on the user's answer but the increment.
+		for _, r := range recs {
+			kept[n] = r
+			if keep(r) {
+				n++
+			}
+		}
+		if n > 0 {
+			o.bout.EmitBatch(kept[:n], nil)
+		}
+	} else {
+		keptTS := slices.Grow(o.tss[:0], len(recs))[:len(recs)]
+		o.tss = keptTS
+		ts = ts[:len(recs)]
+		for i, r := range recs {
+			kept[n], keptTS[n] = r, ts[i]
+			if keep(r) {
+				n++
+			}
+		}
+		if n > 0 {
+			o.bout.EmitBatch(kept[:n], keptTS[:n])
+		}
+	}
+	clear(kept)
 }
 
 // openClose calls the optional Open and Close hooks of a user function.
@@ -122,6 +272,7 @@ type sinkOp[T any] struct {
 	sink connector.Sink[T]
 	env  *opEnv
 	w    connector.Writer[T]
+	bw   connector.BatchWriter[T] // w, when it takes batches
 	// pending are pre-committed transactions not yet known to be
 	// committed: they go into every snapshot until a completed checkpoint
 	// commits them.
@@ -138,6 +289,7 @@ func (o *sinkOp[T]) Open() error {
 		return fmt.Errorf("open sink writer: %w", err)
 	}
 	o.w = w
+	o.bw, _ = w.(connector.BatchWriter[T])
 	if _, ok := w.(connector.PreCommitter); ok {
 		c, ok := o.sink.(connector.Committer)
 		if !ok {
@@ -155,6 +307,25 @@ func (o *sinkOp[T]) Emit(rec T, _ int64) {
 	o.in.N++
 	if err := o.w.Write(rec); err != nil {
 		runtime.Fail(err)
+	}
+}
+
+// EmitBatch implements runtime.BatchOutput: one WriteBatch when the writer
+// is a connector.BatchWriter, else Write per record.
+func (o *sinkOp[T]) EmitBatch(recs []T, _ []int64) {
+	o.env.cursor.Current = o.env.index
+	o.in.N += int64(len(recs))
+	if o.bw != nil {
+		if err := o.bw.WriteBatch(recs); err != nil {
+			runtime.Fail(err)
+		}
+		return
+	}
+	w := o.w
+	for _, r := range recs {
+		if err := w.Write(r); err != nil {
+			runtime.Fail(err)
+		}
 	}
 }
 
@@ -260,7 +431,7 @@ func (n *sourceNode[T]) buildHead(bc *buildCtx, s int) {
 		}
 	}
 	d := &sourceDriver[T]{src: n.src, env: env, splits: mine, strategy: n.strategy}
-	d.emit.out = n.out.output(bc, s)
+	d.emit.setOutput(n.out.output(bc, s), env)
 	bc.task(&n.nodeBase, s).Source = d
 	bc.addOperator(&n.nodeBase, s, lifecycle{})
 }
@@ -280,12 +451,39 @@ type sourceDriver[T any] struct {
 // strategy it tracks watermarks per split.
 type emitter[T any] struct {
 	out   runtime.Output[T]
+	bout  runtime.BatchOutput[T]
 	count int64
 	wm    *watermarking[T]
+	// cur and idx are the task's Cursor and the source's index in the
+	// chain: after the chain returns, the Cursor names the source again,
+	// so that a panic in the reader (or its generator) is the source's.
+	cur *runtime.Cursor
+	idx int
+}
+
+func (e *emitter[T]) setOutput(out runtime.Output[T], env *opEnv) {
+	e.out, e.bout = out, runtime.Batched(out)
+	e.cur, e.idx = env.cursor, env.index
 }
 
 func (e *emitter[T]) Emit(rec T)             { e.emit("", rec, runtime.NoTimestamp) }
 func (e *emitter[T]) EmitAt(rec T, ts int64) { e.emit("", rec, ts) }
+
+// EmitBatch implements connector.BatchEmitter. With a watermark strategy
+// every record goes through the per-split watermark tracking one by one.
+func (e *emitter[T]) EmitBatch(recs []T) { e.emitBatch("", recs) }
+
+func (e *emitter[T]) emitBatch(split string, recs []T) {
+	if e.wm != nil {
+		for _, r := range recs {
+			e.emit(split, r, runtime.NoTimestamp)
+		}
+		return
+	}
+	e.count += int64(len(recs))
+	e.bout.EmitBatch(recs, nil)
+	e.cur.Current = e.idx
+}
 
 // ForSplit implements connector.SplitOutputs.
 func (e *emitter[T]) ForSplit(id string) connector.Emitter[T] { return splitEmitter[T]{e, id} }
@@ -301,11 +499,13 @@ func (e *emitter[T]) emit(split string, rec T, ts int64) {
 	e.count++
 	if e.wm == nil {
 		e.out.Emit(rec, ts)
+		e.cur.Current = e.idx
 		return
 	}
 	ts = e.wm.timestamp(rec, ts)
 	after, out := e.wm.before(split, ts)
 	e.out.Emit(rec, ts)
+	e.cur.Current = e.idx
 	if after != nil && !out.Empty() {
 		if err := after.EmitWatermarkOutput(out); err != nil {
 			runtime.Fail(err)
@@ -320,8 +520,17 @@ type splitEmitter[T any] struct {
 
 func (s splitEmitter[T]) Emit(rec T)             { s.e.emit(s.id, rec, runtime.NoTimestamp) }
 func (s splitEmitter[T]) EmitAt(rec T, ts int64) { s.e.emit(s.id, rec, ts) }
+func (s splitEmitter[T]) EmitBatch(recs []T)     { s.e.emitBatch(s.id, recs) }
 
-var _ connector.SplitOutputs[int] = (*emitter[int])(nil)
+var (
+	_ connector.SplitOutputs[int] = (*emitter[int])(nil)
+	_ connector.BatchEmitter[int] = (*emitter[int])(nil)
+	_ connector.BatchEmitter[int] = splitEmitter[int]{}
+	_ runtime.BatchOutput[int]    = (*mapOp[int, int])(nil)
+	_ runtime.BatchOutput[int]    = (*flatMapOp[int, int])(nil)
+	_ runtime.BatchOutput[int]    = (*filterOp[int])(nil)
+	_ runtime.BatchOutput[int]    = (*sinkOp[int])(nil)
+)
 
 func (d *sourceDriver[T]) Available() <-chan struct{} { return d.reader.Available() }
 

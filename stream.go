@@ -139,7 +139,7 @@ func addOneInput[IN, OUT any](s *Stream[IN], name string, keyed bool, mk func(en
 // Map applies fn to every record.
 func (s *Stream[T]) Map[U any](name string, fn func(T) U) *Stream[U] {
 	n, out := addOneInput(s, name, false, func(env *opEnv, out runtime.Output[U]) oneInputOp[T] {
-		return &mapOp[T, U]{fn: fn, out: out, cur: env.cursor, idx: env.index}
+		return newMapOp(fn, out, env)
 	})
 	connectTo(s, n, 0)
 	return out
@@ -148,9 +148,7 @@ func (s *Stream[T]) Map[U any](name string, fn func(T) U) *Stream[U] {
 // FlatMap applies fn to every record; fn emits zero or more records.
 func (s *Stream[T]) FlatMap[U any](name string, fn func(T, Collector[U])) *Stream[U] {
 	n, out := addOneInput(s, name, false, func(env *opEnv, out runtime.Output[U]) oneInputOp[T] {
-		op := &flatMapOp[T, U]{fn: fn, cur: env.cursor, idx: env.index}
-		op.coll = collector[U]{out: out, ts: &op.ts}
-		return op
+		return newFlatMapOp(fn, out, env)
 	})
 	connectTo(s, n, 0)
 	return out
@@ -159,7 +157,7 @@ func (s *Stream[T]) FlatMap[U any](name string, fn func(T, Collector[U])) *Strea
 // Filter keeps the records for which keep returns true.
 func (s *Stream[T]) Filter(name string, keep func(T) bool) *Stream[T] {
 	n, out := addOneInput(s, name, false, func(env *opEnv, out runtime.Output[T]) oneInputOp[T] {
-		return &filterOp[T]{keep: keep, out: out, cur: env.cursor, idx: env.index}
+		return newFilterOp(keep, out, env)
 	})
 	connectTo(s, n, 0)
 	return out

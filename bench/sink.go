@@ -8,8 +8,9 @@ import (
 )
 
 var (
-	_ connector.Sink[int64]   = (*SumSink)(nil)
-	_ connector.Writer[int64] = (*sumWriter)(nil)
+	_ connector.Sink[int64]        = (*SumSink)(nil)
+	_ connector.Writer[int64]      = (*sumWriter)(nil)
+	_ connector.BatchWriter[int64] = (*sumWriter)(nil)
 )
 
 // SumSink adds up the records it receives. Each writer sums into a field of
@@ -38,6 +39,17 @@ var errWriterClosed = errors.New("bench: sum writer is closed")
 
 func (w *sumWriter) Write(v int64) error {
 	w.sum += v
+	return nil
+}
+
+// WriteBatch implements connector.BatchWriter: the chain hands the sink a
+// batch at a time, as it does every operator.
+func (w *sumWriter) WriteBatch(recs []int64) error {
+	sum := w.sum
+	for _, v := range recs {
+		sum += v
+	}
+	w.sum = sum
 	return nil
 }
 

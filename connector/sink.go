@@ -41,6 +41,16 @@ type Writer[T any] interface {
 	Close() error
 }
 
+// BatchWriter is implemented by a Writer that can take a run of records in
+// one call. The runtime calls WriteBatch instead of Write when a chain hands
+// the sink a batch; WriteBatch(recs) must have the effect of Write(recs[i])
+// for each i in order, stopping at the first error. The writer neither keeps
+// nor modifies recs (copy what must outlive the call). Like Write, it is
+// called from the task's goroutine only.
+type BatchWriter[T any] interface {
+	WriteBatch(recs []T) error
+}
+
 // PreCommitter is implemented by a Writer that takes part in two-phase commit.
 // During the synchronous part of checkpoint n (after Flush) PreCommit closes
 // the transaction that holds the records written since the previous

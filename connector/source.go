@@ -92,6 +92,17 @@ type Emitter[T any] interface {
 	EmitAt(rec T, timestamp int64)
 }
 
+// BatchEmitter is implemented by the Emitter the runtime passes to Poll: a
+// reader that produces records in runs may hand a whole run over in one
+// call, which is much cheaper per record than Emit. EmitBatch(recs) has the
+// effect of Emit(recs[i]) for each i in order (the records carry no
+// timestamps). The emitter neither keeps nor modifies recs: the reader may
+// reuse the slice as soon as the call returns. A reader must not rely on it
+// being there (test emitters may lack it) and falls back to Emit.
+type BatchEmitter[T any] interface {
+	EmitBatch(recs []T)
+}
+
 // Reader reads the splits assigned to one subtask. All methods are called from
 // the task's goroutine, never concurrently.
 type Reader[T any] interface {

@@ -10,8 +10,9 @@ import (
 )
 
 var (
-	_ connector.Sink[int]   = (*Collector[int])(nil)
-	_ connector.Writer[int] = (*writer[int])(nil)
+	_ connector.Sink[int]        = (*Collector[int])(nil)
+	_ connector.Writer[int]      = (*writer[int])(nil)
+	_ connector.BatchWriter[int] = (*writer[int])(nil)
 )
 
 var errClosed = errors.New("collect: writer is closed")
@@ -60,6 +61,17 @@ func (w *writer[T]) Write(rec T) error {
 	}
 	w.c.mu.Lock()
 	w.c.results = append(w.c.results, rec)
+	w.c.mu.Unlock()
+	return nil
+}
+
+// WriteBatch appends recs under one lock.
+func (w *writer[T]) WriteBatch(recs []T) error {
+	if w.closed {
+		return errClosed
+	}
+	w.c.mu.Lock()
+	w.c.results = append(w.c.results, recs...)
 	w.c.mu.Unlock()
 	return nil
 }

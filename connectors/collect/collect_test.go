@@ -402,3 +402,28 @@ func TestTransactionalConcurrentWriters(t *testing.T) {
 		t.Errorf("committed %d records, want the %d written ones exactly once", len(got), len(want))
 	}
 }
+
+func TestCollectorWriteBatch(t *testing.T) {
+	c := New[int]()
+	w, err := c.NewWriter(writerContext(0, 1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bw := w.(connector.BatchWriter[int])
+	if err := bw.WriteBatch([]int{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(3); err != nil {
+		t.Fatal(err)
+	}
+	if err := bw.WriteBatch([]int{4}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Results(); !slices.Equal(got, []int{1, 2, 3, 4}) {
+		t.Errorf("Results() = %v, want [1 2 3 4]", got)
+	}
+	w.Close()
+	if err := bw.WriteBatch([]int{5}); !errors.Is(err, errClosed) {
+		t.Errorf("WriteBatch after Close: err = %v, want %v", err, errClosed)
+	}
+}

@@ -42,6 +42,9 @@ type reader[T any] struct {
 	gen   func(i int64) T
 	n     int64
 	batch int
+	// buf holds one Poll's records of a split when the emitter takes
+	// batches (connector.BatchEmitter); reused from Poll to Poll.
+	buf []T
 
 	// splits holds the unfinished splits in the order they were assigned;
 	// Poll reads the first one.
@@ -133,8 +136,12 @@ func (r *reader[T]) Poll(out connector.Emitter[T]) (connector.Status, error) {
 		n := min(budget-emitted, rem)
 		// c.next + j*step stays below the span's limit, so it cannot
 		// overflow even for an unbounded span near math.MaxInt64.
-		for j := range n {
-			out.Emit(r.gen(c.next + j*c.span.step))
+		if bo, ok := out.(connector.BatchEmitter[T]); ok {
+			r.emitBatch(bo, c, n)
+		} else {
+			for j := range n {
+				out.Emit(r.gen(c.next + j*c.span.step))
+			}
 		}
 		emitted += n
 		if n == rem {
@@ -156,6 +163,23 @@ func (r *reader[T]) Poll(out connector.Emitter[T]) (connector.Status, error) {
 	default:
 		return connector.NothingAvailable, nil
 	}
+}
+
+// emitBatch generates the n records of c from c.next into r.buf and hands
+// them to out in one call. n is at most the batch size.
+func (r *reader[T]) emitBatch(out connector.BatchEmitter[T], c *cursor, n int64) {
+	buf := r.buf[:0]
+	if int64(cap(buf)) < n {
+		buf = make([]T, 0, r.batch)
+	}
+	buf = buf[:n]
+	gen, next, step := r.gen, c.next, c.span.step
+	for j := range buf {
+		buf[j] = gen(next + int64(j)*step)
+	}
+	out.EmitBatch(buf)
+	clear(buf) // hold no references to records that went on
+	r.buf = buf
 }
 
 // waitUntil arms the timer for r.due.
@@ -202,6 +226,7 @@ func (r *reader[T]) Close() error {
 	r.alarm.Stop()
 	r.wakeUp()
 	r.splits = nil
+	r.buf = nil
 	return nil
 }
 

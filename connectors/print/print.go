@@ -13,8 +13,9 @@ import (
 )
 
 var (
-	_ connector.Sink[int]   = (*Printer[int])(nil)
-	_ connector.Writer[int] = (*printWriter[int])(nil)
+	_ connector.Sink[int]        = (*Printer[int])(nil)
+	_ connector.Writer[int]      = (*printWriter[int])(nil)
+	_ connector.BatchWriter[int] = (*printWriter[int])(nil)
 )
 
 // writeMu serializes the writes of every print sink in the process, so that
@@ -128,6 +129,34 @@ func (p *printWriter[T]) Write(rec T) error {
 	}
 	return nil
 }
+
+// WriteBatch prints the lines of recs with one call of the underlying
+// writer, so that they stay together and cost one write (one system call
+// on an unbuffered file) instead of one per record.
+func (p *printWriter[T]) WriteBatch(recs []T) error {
+	if p.closed {
+		return errClosed
+	}
+	p.line = p.line[:0]
+	for _, rec := range recs {
+		p.line = append(p.line, p.prefix...)
+		p.line = append(p.line, p.format(rec)...)
+		p.line = append(p.line, '\n')
+	}
+	writeMu.Lock()
+	_, err := p.w.Write(p.line)
+	writeMu.Unlock()
+	if cap(p.line) > maxLineBuffer {
+		p.line = nil // a batch of long lines: do not keep its buffer
+	}
+	if err != nil {
+		return fmt.Errorf("print sink: %w", err)
+	}
+	return nil
+}
+
+// maxLineBuffer is the largest line buffer a writer keeps between batches.
+const maxLineBuffer = 1 << 20
 
 // Flush flushes the underlying writer if it has a Flush method (as a
 // *bufio.Writer has); lines are otherwise written at once.

@@ -224,3 +224,35 @@ func TestInvalidConfig(t *testing.T) {
 		t.Error("the print sink is a Committer")
 	}
 }
+
+// TestWriteBatchIsOneWrite: a batch's lines go out in one call of the
+// underlying writer, as Write would print them one by one.
+func TestWriteBatchIsOneWrite(t *testing.T) {
+	var w lineWriter
+	pw, err := Sink(&w, Options[int]{}).NewWriter(writerContext(0, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bw := pw.(connector.BatchWriter[int])
+	if err := bw.WriteBatch([]int{0, 10, 20}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bw.WriteBatch(nil); err != nil {
+		t.Fatal(err)
+	}
+	pw.Write(30)
+	if want := []string{"1> 0\n1> 10\n1> 20\n", "", "1> 30\n"}; !slices.Equal(w.writes, want) {
+		t.Errorf("Write calls = %q, want %q", w.writes, want)
+	}
+	fw, err := Sink(failingWriter{}, Options[int]{}).NewWriter(writerContext(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.(connector.BatchWriter[int]).WriteBatch([]int{1}); err == nil || !strings.Contains(err.Error(), "print sink: disk on fire") {
+		t.Errorf("WriteBatch to a failing writer: err = %v", err)
+	}
+	pw.Close()
+	if err := bw.WriteBatch([]int{1}); !errors.Is(err, errClosed) {
+		t.Errorf("WriteBatch after Close: err = %v, want %v", err, errClosed)
+	}
+}

@@ -170,7 +170,7 @@ type InputChannel interface {
 // Input binds a channel's receiving end to the operator input that consumes it.
 type Input[T any] struct {
 	ch  *Channel[T]
-	dst Output[T]
+	dst BatchOutput[T] // a whole envelope per call
 	// Records counts the records received.
 	records *atomic.Int64
 }
@@ -183,7 +183,7 @@ func NewInput[T any](ch *Channel[T], dst Output[T], records *atomic.Int64) *Inpu
 	if records == nil {
 		records = new(atomic.Int64)
 	}
-	return &Input[T]{ch: ch, dst: dst, records: records}
+	return &Input[T]{ch: ch, dst: Batched(dst), records: records}
 }
 
 // Poll implements InputChannel.
@@ -193,16 +193,7 @@ func (in *Input[T]) Poll() (Event, bool, bool) {
 		if env.recs == nil {
 			return env.ev, true, true
 		}
-		dst := in.dst
-		if env.ts == nil {
-			for _, r := range env.recs {
-				dst.Emit(r, NoTimestamp)
-			}
-		} else {
-			for i, r := range env.recs {
-				dst.Emit(r, env.ts[i])
-			}
-		}
+		in.dst.EmitBatch(env.recs, env.ts)
 		in.records.Add(int64(len(env.recs)))
 		in.ch.recycle(env)
 		return Event{}, false, true

@@ -67,6 +67,12 @@ func (c *CountingOutput[T]) Emit(rec T, ts int64) {
 	c.Out.Emit(rec, ts)
 }
 
+// EmitBatch implements BatchOutput.
+func (c *CountingOutput[T]) EmitBatch(recs []T, ts []int64) {
+	c.Counter.N += int64(len(recs))
+	EmitBatch(c.Out, recs, ts)
+}
+
 // Metrics returns the task's figures.
 func (t *Task) Metrics() *metrics.Task { return t.cfg.Metrics }
 

@@ -14,11 +14,69 @@ type Output[T any] interface {
 	Emit(rec T, ts int64)
 }
 
+// BatchOutput is an Output that also takes a batch of records in one call:
+// the batch path through a chain, which saves an indirect call (and the
+// caller's bookkeeping) per record and per operator.
+//
+// EmitBatch(recs, ts) must have the effect of Emit(recs[i], ts[i]) for each
+// i in order (ts[i] read as NoTimestamp when ts is nil). ts is nil when no
+// record of the batch has a timestamp; otherwise len(ts) == len(recs). The
+// callee neither keeps nor modifies the slices: the caller reuses them as
+// soon as EmitBatch returns. Called on the task goroutine only.
+type BatchOutput[T any] interface {
+	Output[T]
+	EmitBatch(recs []T, ts []int64)
+}
+
+// Batched returns out as a BatchOutput: out itself when it implements one,
+// else an adapter that emits record by record. Operators call it once, when
+// they are built, so that the record path asserts no types.
+func Batched[T any](out Output[T]) BatchOutput[T] {
+	if b, ok := out.(BatchOutput[T]); ok {
+		return b
+	}
+	return perRecord[T]{out}
+}
+
+// EmitBatch hands recs (and ts, nil or of the same length) to out: in one
+// call when out is a BatchOutput, else record by record. For callers that
+// emit a batch now and then; a hot path keeps Batched(out) instead.
+// It allocates nothing.
+func EmitBatch[T any](out Output[T], recs []T, ts []int64) {
+	if b, ok := out.(BatchOutput[T]); ok {
+		b.EmitBatch(recs, ts)
+		return
+	}
+	emitEach(out, recs, ts)
+}
+
+// perRecord adapts an Output that has no batch path.
+type perRecord[T any] struct{ out Output[T] }
+
+func (p perRecord[T]) Emit(rec T, ts int64)           { p.out.Emit(rec, ts) }
+func (p perRecord[T]) EmitBatch(recs []T, ts []int64) { emitEach(p.out, recs, ts) }
+
+// emitEach emits recs to out one by one.
+func emitEach[T any](out Output[T], recs []T, ts []int64) {
+	if ts == nil {
+		for _, r := range recs {
+			out.Emit(r, NoTimestamp)
+		}
+		return
+	}
+	for i, r := range recs {
+		out.Emit(r, ts[i])
+	}
+}
+
 // Discard is an Output that drops every record.
 type Discard[T any] struct{}
 
 // Emit implements Output.
 func (Discard[T]) Emit(T, int64) {}
+
+// EmitBatch implements BatchOutput.
+func (Discard[T]) EmitBatch([]T, []int64) {}
 
 // FanOut emits every record to each of its outputs in turn.
 type FanOut[T any] []Output[T]
@@ -27,6 +85,16 @@ type FanOut[T any] []Output[T]
 func (f FanOut[T]) Emit(rec T, ts int64) {
 	for _, o := range f {
 		o.Emit(rec, ts)
+	}
+}
+
+// EmitBatch implements BatchOutput: each output gets the whole batch in
+// turn (the first one all of it before the second one any), which is the
+// order a per-record FanOut gives each output, since outputs of a fan-out
+// never feed one another.
+func (f FanOut[T]) EmitBatch(recs []T, ts []int64) {
+	for _, o := range f {
+		EmitBatch(o, recs, ts)
 	}
 }
 
@@ -116,6 +184,19 @@ func (w *RecordWriter[T]) Emit(rec T, ts int64) {
 		for i := range w.targets {
 			w.append(i, rec, ts)
 		}
+	}
+}
+
+// EmitBatch implements BatchOutput.
+func (w *RecordWriter[T]) EmitBatch(recs []T, ts []int64) {
+	if ts == nil {
+		for _, r := range recs {
+			w.Emit(r, NoTimestamp)
+		}
+		return
+	}
+	for i, r := range recs {
+		w.Emit(r, ts[i])
 	}
 }
 

@@ -6,7 +6,10 @@ import (
 	"github.com/weirstream/weir/connector"
 )
 
-var _ connector.Sink[int] = (*Blackhole[int])(nil)
+var (
+	_ connector.Sink[int]        = (*Blackhole[int])(nil)
+	_ connector.BatchWriter[int] = (*blackholeWriter[int])(nil)
+)
 
 // Blackhole is a sink that drops its records, as Flink's blackhole
 // connector does; it counts them into Rows when Rows is set. Counting is
@@ -27,6 +30,12 @@ type blackholeWriter[T any] struct {
 
 func (w *blackholeWriter[T]) Write(T) error {
 	w.n++
+	return nil
+}
+
+// WriteBatch implements connector.BatchWriter.
+func (w *blackholeWriter[T]) WriteBatch(recs []T) error {
+	w.n += int64(len(recs))
 	return nil
 }
 
