@@ -40,6 +40,7 @@ func (c *cursor) remaining() int64 {
 
 type reader[T any] struct {
 	gen   func(i int64) T
+	fill  func(buf []T, first, step int64) // nil: call gen per record
 	n     int64
 	batch int
 	// buf holds one Poll's records of a split when the emitter takes
@@ -173,9 +174,13 @@ func (r *reader[T]) emitBatch(out connector.BatchEmitter[T], c *cursor, n int64)
 		buf = make([]T, 0, r.batch)
 	}
 	buf = buf[:n]
-	gen, next, step := r.gen, c.next, c.span.step
-	for j := range buf {
-		buf[j] = gen(next + int64(j)*step)
+	if r.fill != nil {
+		r.fill(buf, c.next, c.span.step)
+	} else {
+		gen, next, step := r.gen, c.next, c.span.step
+		for j := range buf {
+			buf[j] = gen(next + int64(j)*step)
+		}
 	}
 	out.EmitBatch(buf)
 	clear(buf) // hold no references to records that went on

@@ -18,8 +18,12 @@ var _ connector.Source[int64] = (*Source[int64])(nil)
 // all subtasks.
 type Source[T any] struct {
 	// n is the number of records; negative means unbounded.
-	n    int64
-	gen  func(i int64) T
+	n   int64
+	gen func(i int64) T
+	// fill, when set, does what gen does for a run of indexes: buf[j] =
+	// gen(first + j*step). The readers call it once per batch instead of
+	// gen per record (a call through a function value each).
+	fill func(buf []T, first, step int64)
 	opts Options
 	// err is a construction error, reported by Splits and NewReader because
 	// the constructors return no error.
@@ -30,7 +34,16 @@ type Source[T any] struct {
 // (both inclusive). It is empty when to < from. A range of more than
 // math.MaxInt64 numbers is rejected (by Splits and NewReader).
 func Sequence(from, to int64) *Source[int64] {
-	s := &Source[int64]{gen: func(i int64) int64 { return from + i }}
+	s := &Source[int64]{
+		gen: func(i int64) int64 { return from + i },
+		fill: func(buf []int64, first, step int64) {
+			v := from + first
+			for j := range buf {
+				buf[j] = v
+				v += step
+			}
+		},
+	}
 	switch {
 	case to < from:
 		s.n = 0
@@ -59,7 +72,19 @@ func Generator[T any](n int64, fn func(i int64) T) *Source[T] {
 // within each split. It copies items, so the caller may reuse the slice.
 func FromSlice[T any](items []T) *Source[T] {
 	items = slices.Clone(items)
-	return &Source[T]{n: int64(len(items)), gen: func(i int64) T { return items[i] }}
+	return &Source[T]{
+		n:   int64(len(items)),
+		gen: func(i int64) T { return items[i] },
+		fill: func(buf []T, first, step int64) {
+			if step == 1 {
+				copy(buf, items[first:])
+				return
+			}
+			for j := range buf {
+				buf[j] = items[first+int64(j)*step]
+			}
+		},
+	}
 }
 
 // WithOptions returns a copy of s configured by opts. Invalid options are
@@ -132,6 +157,7 @@ func (s *Source[T]) NewReader(ctx connector.ReaderContext) (connector.Reader[T],
 	opts.EnsureDefaults()
 	r := &reader[T]{
 		gen:   s.gen,
+		fill:  s.fill,
 		n:     s.n,
 		batch: opts.BatchSize,
 		ids:   make(map[string]bool),
