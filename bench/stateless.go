@@ -47,6 +47,21 @@ func StatelessBaselineIndirect(n int64, gen func(int64) int64, mapFn func(int64)
 	return sum
 }
 
+// Profile-guided optimization: bench/default.pgo is a CPU profile of the
+// weir side of BenchmarkStatelessChain only (pprof -focus on the source
+// driver, so that the baselines compile the same with or without it). With
+// it, the compiler turns the hot calls through function values in the
+// batch loops (Scale in the map, NotFifth in the filter, the sink's
+// WriteBatch) into guarded direct calls and inlines them. go test applies
+// -pgo=auto only to main packages, so the profile must be named:
+//
+//	go test -run '^$' -bench BenchmarkStatelessChain -benchtime 1x -pgo=bench/default.pgo ./bench/
+//
+// Regenerate it after changing the operators or the workload:
+//
+//	go test -run '^$' -bench BenchmarkStatelessChain -benchtime 1x -pgo=off -stateless.rounds=15 -cpuprofile /tmp/stateless.prof ./bench/
+//	go tool pprof -proto -focus 'sourceDriver' /tmp/stateless.prof > bench/default.pgo
+
 // RunStateless runs source → map → filter → sink over the numbers 0..n-1
 // with parallelism 1 (everything chained into one task) and returns the sum
 // of what reached the sink, which equals StatelessBaseline(n).
