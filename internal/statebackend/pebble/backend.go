@@ -143,6 +143,15 @@ func (b *Backend[K]) resetCache() {
 	}
 }
 
+// restoringCache empties the write-back cache before a restore, and stops
+// it from answering misses without reading the database.
+func (b *Backend[K]) restoringCache() {
+	if b.cache != nil {
+		b.cache.reset()
+		b.cache.restoring()
+	}
+}
+
 // Kind implements statebackend.KeyedBackend.
 func (b *Backend[K]) Kind() string { return Kind }
 

@@ -51,6 +51,11 @@ type writeCache struct {
 	// last flush; an entry evicted (and written back) stays in the list,
 	// clean, until the list is flushed or compacted.
 	dirty map[uint64]*dirtyList
+	// written holds every key written back, while the database holds
+	// nothing else of the cached states (the backend was not restored):
+	// a miss on a key it has never seen needs no database read. Nil once
+	// a restore starts.
+	written *writtenFilter
 }
 
 type dirtyList struct {
@@ -82,8 +87,19 @@ func newWriteCache(budget int64, db func() *pebble.DB, commit func(*pebble.Batch
 		commit:  commit,
 		entries: make(map[string]*cacheEntry),
 		dirty:   make(map[uint64]*dirtyList),
+		written: newWrittenFilter(),
 	}
 }
+
+// knownAbsent reports whether key is certainly not in the database: the
+// database holds only what the cache wrote back, and never key.
+func (w *writeCache) knownAbsent(key []byte) bool {
+	return w.written != nil && !w.written.mayContain(key)
+}
+
+// restoring disables the filter of keys written: the database is about
+// to hold entries the cache never wrote.
+func (w *writeCache) restoring() { w.written = nil }
 
 func (e *cacheEntry) cost() int64 { return int64(len(e.key) + cap(e.value) + entryOverhead) }
 
@@ -230,7 +246,7 @@ func (w *writeCache) evictIfFull() error {
 			if batch == nil {
 				batch = w.db().NewBatch()
 			}
-			stage(batch, e)
+			w.stage(batch, e)
 		}
 		w.remove(e) // the last entry moves to w.hand: it is looked at next
 	}
@@ -242,9 +258,12 @@ func (w *writeCache) evictIfFull() error {
 }
 
 // stage adds e's write-back to batch.
-func stage(batch *pebble.Batch, e *cacheEntry) {
+func (w *writeCache) stage(batch *pebble.Batch, e *cacheEntry) {
 	// A batch's Set and Delete fail only when it is read-only.
 	if e.present {
+		if w.written != nil {
+			w.written.add([]byte(e.key))
+		}
 		_ = batch.Set([]byte(e.key), e.value, nil)
 	} else {
 		_ = batch.Delete([]byte(e.key), nil)
@@ -266,7 +285,7 @@ func (w *writeCache) flushState(id uint64) error {
 	defer batch.Close()
 	for _, e := range l.entries {
 		if e.dirty {
-			stage(batch, e)
+			w.stage(batch, e)
 			e.dirty = false
 		}
 	}

@@ -237,3 +237,30 @@ func TestWriteCacheOptions(t *testing.T) {
 		t.Fatal("with WriteCacheSize -1 a write did not go to the database")
 	}
 }
+
+// TestWrittenFilter checks the filter of keys written back: no false
+// negatives across its growth, and about 1% false positives.
+func TestWrittenFilter(t *testing.T) {
+	f := newWrittenFilter()
+	const n = 200_000 // several layers
+	for i := range n {
+		f.add(fmt.Appendf(nil, "key-%d", i))
+	}
+	if len(f.layers) < 3 {
+		t.Fatalf("%d layers for %d keys", len(f.layers), n)
+	}
+	for i := range n {
+		if !f.mayContain(fmt.Appendf(nil, "key-%d", i)) {
+			t.Fatalf("key-%d added and not found", i)
+		}
+	}
+	fp := 0
+	for i := range n {
+		if f.mayContain(fmt.Appendf(nil, "other-%d", i)) {
+			fp++
+		}
+	}
+	if rate := float64(fp) / n; rate > 0.05 {
+		t.Fatalf("false positive rate %.3f", rate)
+	}
+}

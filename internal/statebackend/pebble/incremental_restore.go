@@ -50,7 +50,7 @@ func (b *Backend[K]) RestoreNative(cps []NativeCheckpoint) (base int, err error)
 	if b.restored || len(b.states) > 0 || b.snapshots > 0 {
 		return -1, errors.New("pebble backend: RestoreNative must be called once, before any state is registered or snapshot taken")
 	}
-	b.resetCache() // empty already (no state registered): restores start with an empty cache
+	b.restoringCache() // empty already (no state registered): restores start with an empty cache
 	base, best := -1, 0
 	var covered []int // indexes of cps that hold some of ours
 	for i, cp := range cps {

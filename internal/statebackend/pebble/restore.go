@@ -29,7 +29,7 @@ func (b *Backend[K]) Restore(handles []checkpoint.KeyedStateHandle, open func(h 
 	if b.restored || len(b.states) > 0 || b.snapshots > 0 {
 		return errors.New("pebble backend: Restore must be called once, before any state is registered or snapshot taken")
 	}
-	b.resetCache() // empty already (no state registered): restores start with an empty cache
+	b.restoringCache() // empty already (no state registered): restores start with an empty cache
 	r := restorer[K]{b: b, from: make([]int, b.groups.Len()), batch: b.db.NewBatch()}
 	for i, h := range handles {
 		if err := r.handle(i, h, open); err != nil {

@@ -189,6 +189,12 @@ func (c *core[K, N]) getRaw(key []byte) (v []byte, ok bool) {
 			c.vbuf = append(c.vbuf[:0], v...)
 			return c.vbuf, true
 		}
+		if c.cache.knownAbsent(key) {
+			if err := c.cache.fill(c.id, key, nil, false); err != nil {
+				c.fail("write back", err)
+			}
+			return nil, false
+		}
 	}
 	raw, closer, err := c.b.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
