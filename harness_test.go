@@ -307,7 +307,8 @@ func TestExactlyOnceHarnessPebbleChangelog(t *testing.T) {
 	}
 	mats := weir.ChangelogMaterializations() - before
 	t.Logf("%d seeds: %d background materializations uploaded", seeds, mats)
-	if mats == 0 && !t.Failed() {
+	// 3 seeds (-short, under -race) may see none: the full run must.
+	if mats == 0 && !t.Failed() && !testing.Short() {
 		t.Error("no background materialization happened: the harness did not exercise them")
 	}
 }
