@@ -10,7 +10,7 @@ GOFMT = $(shell GOTOOLCHAIN=$(GOTOOLCHAIN) $(GO) env GOROOT)/bin/gofmt
 # Packages whose goroutines talk to each other: tested with the race detector.
 RACE_PKGS := ./internal/runtime/... ./connectors/... .
 
-.PHONY: all build demo test test-short vet fmt bench nexmark clean
+.PHONY: all build demo test test-short vet fmt bench bench-pgo pgo nexmark clean
 
 all: build test
 
@@ -36,6 +36,18 @@ test-short:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./bench/
+
+# The stateless chain built with profile-guided optimization (go test applies
+# -pgo=auto to main packages only, so the profile is passed explicitly).
+bench-pgo:
+	$(GO) test -run '^$$' -bench BenchmarkStatelessChain -benchtime 1x -count 1 -pgo=bench/default.pgo ./bench/
+
+# Regenerates bench/default.pgo from a profile of the weir side of the
+# stateless chain.
+pgo:
+	mkdir -p out
+	$(GO) test -run '^$$' -bench BenchmarkStatelessChain -benchtime 1x -pgo=off -stateless.rounds=15 -cpuprofile out/stateless.prof ./bench/
+	$(GO) tool pprof -proto -focus 'sourceDriver' out/stateless.prof > bench/default.pgo
 
 # Every Nexmark query (not q6) on 10M events, exactly-once checkpoints every
 # 10 s, on heap and on pebble: a markdown table beside Flink's per-core
