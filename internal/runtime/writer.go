@@ -187,7 +187,8 @@ func (w *RecordWriter[T]) Emit(rec T, ts int64) {
 	}
 }
 
-// EmitBatch implements BatchOutput.
+// EmitBatch implements BatchOutput. It is emitEach written out, so that
+// each record's Emit is a direct call rather than one through Output[T].
 func (w *RecordWriter[T]) EmitBatch(recs []T, ts []int64) {
 	if ts == nil {
 		for _, r := range recs {
