@@ -124,25 +124,19 @@ func (w *writeCache) fill(id uint64, key, value []byte, present bool) error {
 }
 
 // put records a write of value at key (a state's entry).
-func (w *writeCache) put(id uint64, key, value []byte) error {
-	e := w.entries[string(key)]
-	if e == nil {
-		e = w.insert(id, key)
-	}
-	e.ref = true
-	w.assign(e, value, true)
-	w.markDirty(e)
-	return w.evictIfFull()
-}
+func (w *writeCache) put(id uint64, key, value []byte) error { return w.write(id, key, value, true) }
 
 // del records a deletion of key.
-func (w *writeCache) del(id uint64, key []byte) error {
+func (w *writeCache) del(id uint64, key []byte) error { return w.write(id, key, nil, false) }
+
+// write records that key now holds value (present) or is deleted.
+func (w *writeCache) write(id uint64, key, value []byte, present bool) error {
 	e := w.entries[string(key)]
 	if e == nil {
 		e = w.insert(id, key)
 	}
 	e.ref = true
-	w.assign(e, nil, false)
+	w.assign(e, value, present)
 	w.markDirty(e)
 	return w.evictIfFull()
 }

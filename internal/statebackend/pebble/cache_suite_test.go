@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/internal/statebackend"
 	"github.com/weirstream/weir/internal/statebackend/pebble"
@@ -23,22 +22,7 @@ func withWriteCache(budget int64, restore []pebble.NativeCheckpoint) statetest.F
 	f.Kind = fmt.Sprintf("pebble (write cache %d)", budget)
 	f.New = func(t testing.TB, r keygroup.Range, clock func() int64) statebackend.KeyedBackend[string] {
 		t.Helper()
-		b, err := pebble.New(r, codec.String(), pebble.Options{
-			Dir:            filepath.Join(t.TempDir(), "state"),
-			CacheSize:      4 << 20,
-			MemTableSize:   1 << 20,
-			WriteCacheSize: budget,
-			Clock:          clock,
-			OnError:        func(err error) { t.Errorf("pebble backend: %v", err) },
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := b.Close(); err != nil {
-				t.Error(err)
-			}
-		})
+		b := statetest.NewPebble(t, r, clock, pebble.Options{WriteCacheSize: budget})
 		if restore != nil {
 			if _, err := b.RestoreNative(restore); err != nil {
 				t.Fatal(err)

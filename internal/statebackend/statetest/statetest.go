@@ -158,28 +158,34 @@ var Heap = Factory{
 	},
 }
 
+// NewPebble opens the suite's pebble backend (string keys) for t, closed
+// when t ends: opts with a temporary Dir, a small cache and memtable, the
+// clock, and errors reported to t.
+func NewPebble(t testing.TB, r keygroup.Range, clock func() int64, opts pebble.Options) *pebble.Backend[string] {
+	t.Helper()
+	opts.Dir = filepath.Join(t.TempDir(), "state")
+	opts.CacheSize = 4 << 20
+	opts.MemTableSize = 1 << 20
+	opts.Clock = clock
+	opts.OnError = func(err error) { t.Errorf("pebble backend: %v", err) }
+	b, err := pebble.New(r, keyCdc, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return b
+}
+
 // Pebble is the Factory of the pebble backend, with a small cache and
 // memtable.
 var Pebble = Factory{
 	Kind: "pebble",
 	New: func(t testing.TB, r keygroup.Range, clock func() int64) statebackend.KeyedBackend[string] {
-		t.Helper()
-		b, err := pebble.New(r, keyCdc, pebble.Options{
-			Dir:          filepath.Join(t.TempDir(), "state"),
-			CacheSize:    4 << 20,
-			MemTableSize: 1 << 20,
-			Clock:        clock,
-			OnError:      func(err error) { t.Errorf("pebble backend: %v", err) },
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := b.Close(); err != nil {
-				t.Error(err)
-			}
-		})
-		return b
+		return NewPebble(t, r, clock, pebble.Options{})
 	},
 	Value: func(b statebackend.KeyedBackend[string], name string, ttl *state.TTLConfig) (state.Value[int], error) {
 		return ret[state.Value[int]](pebble.NewValueState(b.(*pebble.Backend[string]), name, ints, pebbleOpts(ttl)...))
