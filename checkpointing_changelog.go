@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -435,55 +436,20 @@ func (s *changelogState) maybeMaterialize(b changelogBackend, id, cut int64, sto
 // referring to the data files of base instead of uploading them again, and
 // returns it with the bytes uploaded.
 func (s *incrementalState) uploadMaterialization(ctx context.Context, dir string, base map[string]sharedFile, store storage.Store, sharedDir, tag string) (*materialization, int64, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, 0, err
-	}
-	m := &materialization{store: store, data: make(map[string]sharedFile), files: make([]checkpoint.StateFile, len(entries))}
-	var todo []int
-	for i, e := range entries {
-		name := e.Name()
-		if f, ok := base[name]; ok && isDataFile(name) && path.Dir(f.object) == sharedDir {
-			m.files[i] = checkpoint.StateFile{Name: name, Path: sharedPath(f.object), Size: f.size, CRC: f.crc, Shared: true}
-			m.data[name] = f
-			continue
-		}
-		if !e.Type().IsRegular() {
-			return nil, 0, fmt.Errorf("%s is not a regular file", filepath.Join(dir, name))
-		}
-		todo = append(todo, i)
-	}
-	cs := storage.CheckpointStorage{Store: store}
-	var mu sync.Mutex
-	var written int64
-	err = parallel(ctx, len(todo), func(ctx context.Context, j int) error {
-		i := todo[j]
-		name := entries[i].Name()
-		object := path.Join(sharedDir, fmt.Sprintf("%s-%s-%s-%s", s.prefix, s.instance, tag, name))
-		size, crc, err := cs.UploadStateFile(ctx, sharedDir, path.Base(object), filepath.Join(dir, name))
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		m.files[i] = checkpoint.StateFile{Name: name, Path: sharedPath(object), Size: size, CRC: crc, Shared: true}
-		if isDataFile(name) {
-			m.data[name] = sharedFile{object: object, size: size, crc: crc}
-		}
-		m.fresh = append(m.fresh, object)
-		written += size
-		return nil
+	up, err := s.uploadDir(ctx, dir, base, store, sharedDir, func(name string, _ bool) string {
+		return path.Join(sharedDir, fmt.Sprintf("%s-%s-%s-%s", s.prefix, s.instance, tag, name))
 	})
 	if err != nil {
-		for _, o := range m.fresh { // referred to by nothing
+		for _, o := range up.fresh { // referred to by nothing
 			_ = store.Delete(context.WithoutCancel(ctx), o)
 		}
 		return nil, 0, err
 	}
+	m := &materialization{store: store, data: up.data, files: up.files, fresh: up.fresh}
 	for _, f := range m.files {
 		m.size += f.Size
 	}
-	return m, written, nil
+	return m, up.written, nil
 }
 
 // complete records that checkpoint id completed.
@@ -575,18 +541,13 @@ func (s *changelogState) close() {
 	_ = os.RemoveAll(s.logDir())
 	entries, _ := os.ReadDir(s.inc.localDir)
 	for _, e := range entries {
-		if _, err := strconv.Atoi(trimPrefix(e.Name(), "mat-")); err == nil {
-			_ = os.RemoveAll(filepath.Join(s.inc.localDir, e.Name()))
+		if n, ok := strings.CutPrefix(e.Name(), "mat-"); ok {
+			if _, err := strconv.Atoi(n); err == nil {
+				_ = os.RemoveAll(filepath.Join(s.inc.localDir, e.Name()))
+			}
 		}
 	}
 	_ = os.Remove(s.inc.localDir) // only if empty
-}
-
-func trimPrefix(s, p string) string {
-	if len(s) > len(p) && s[:len(p)] == p {
-		return s[len(p):]
-	}
-	return ""
 }
 
 // replayHandle moves the changelog segments of h, downloaded into dir, out

@@ -135,45 +135,80 @@ func (s *incrementalState) snapshot(take func(id int64, dir string) ([]string, e
 // upload is the asynchronous part: it uploads what base does not hold and
 // records the handle. It returns the bytes uploaded.
 func (s *incrementalState) upload(ctx context.Context, id int64, dir string, base uploaded, opts *runtime.BarrierOptions, st *checkpoint.SubtaskState) (int64, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return 0, fmt.Errorf("incremental checkpoint %d: %w", id, err)
-	}
 	sharedDir := path.Join(path.Dir(opts.Dir), storage.SharedDirName)
 	reuse := base.files != nil && base.store == opts.Store
 	h := checkpoint.KeyedStateHandle{Backend: checkpoint.IncrementalBackend, StartGroup: s.groups.Start, EndGroup: s.groups.End}
+	var reusable map[string]sharedFile
 	if reuse {
 		h.Base = base.id
+		reusable = base.files
 	}
-	up := uploaded{id: id, store: opts.Store, files: make(map[string]sharedFile)}
-	files := make([]checkpoint.StateFile, len(entries))
+	up, err := s.uploadDir(ctx, dir, reusable, opts.Store, sharedDir, func(name string, data bool) string {
+		if data {
+			return path.Join(sharedDir, fmt.Sprintf("%s-%s-c%d-%s", s.prefix, s.instance, id, name))
+		}
+		return path.Join(opts.Dir, s.prefix+"-"+name)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("incremental checkpoint %d: %w", id, err)
+	}
+	for _, f := range up.files {
+		h.Size += f.Size
+	}
+	h.Files = up.files
+	if s.keepLocal {
+		// Best effort: without the record, a local restore reads every
+		// file to check its CRC instead.
+		_ = writeLocalRecord(dir, up.files)
+	}
+	st.Keyed = append(st.Keyed, h)
+	s.mu.Lock()
+	s.pending[id] = uploaded{id: id, store: opts.Store, files: up.data}
+	s.mu.Unlock()
+	return up.written, nil
+}
+
+// dirUpload is what uploadDir did with a local native checkpoint.
+type dirUpload struct {
+	files   []checkpoint.StateFile // every file, in directory order
+	data    map[string]sharedFile  // its data files by local name
+	fresh   []string               // objects uploaded now (not reused)
+	written int64                  // bytes uploaded now
+}
+
+// uploadDir uploads the native checkpoint in dir to store: a data file
+// that reusable holds under sharedDir is referred to where it is; every
+// other file goes to objectFor(name, isDataFile(name)), which is shared
+// when it lies in sharedDir. On an error, up.fresh still lists what it
+// uploaded.
+func (s *incrementalState) uploadDir(ctx context.Context, dir string, reusable map[string]sharedFile, store storage.Store, sharedDir string, objectFor func(name string, data bool) string) (dirUpload, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return dirUpload{}, err
+	}
+	up := dirUpload{files: make([]checkpoint.StateFile, len(entries)), data: make(map[string]sharedFile)}
 	type job struct {
-		i      int
-		name   string
-		object string
-		shared bool
+		i            int
+		name, object string
+		data, shared bool
 	}
 	var jobs []job
 	for i, e := range entries {
 		name := e.Name()
 		data := isDataFile(name)
-		if f, ok := base.files[name]; ok && data && reuse && path.Dir(f.object) == sharedDir {
-			files[i] = checkpoint.StateFile{Name: name, Path: sharedPath(f.object), Size: f.size, CRC: f.crc, Shared: true}
-			up.files[name] = f
+		if f, ok := reusable[name]; ok && data && path.Dir(f.object) == sharedDir {
+			up.files[i] = checkpoint.StateFile{Name: name, Path: sharedPath(f.object), Size: f.size, CRC: f.crc, Shared: true}
+			up.data[name] = f
 			continue
 		}
 		if !e.Type().IsRegular() {
-			return 0, fmt.Errorf("incremental checkpoint %d: %s is not a regular file", id, filepath.Join(dir, name))
+			return dirUpload{}, fmt.Errorf("%s is not a regular file", filepath.Join(dir, name))
 		}
-		object := path.Join(opts.Dir, s.prefix+"-"+name)
-		if data {
-			object = path.Join(sharedDir, fmt.Sprintf("%s-%s-c%d-%s", s.prefix, s.instance, id, name))
-		}
-		jobs = append(jobs, job{i: i, name: name, object: object, shared: data})
+		object := objectFor(name, data)
+		jobs = append(jobs, job{i: i, name: name, object: object, data: data, shared: path.Dir(object) == sharedDir})
 	}
 	var mu sync.Mutex
-	var written int64
-	cs := storage.CheckpointStorage{Store: opts.Store}
+	cs := storage.CheckpointStorage{Store: store}
 	err = parallel(ctx, len(jobs), func(ctx context.Context, j int) error {
 		jb := jobs[j]
 		size, crc, err := cs.UploadStateFile(ctx, path.Dir(jb.object), path.Base(jb.object), filepath.Join(dir, jb.name))
@@ -186,30 +221,15 @@ func (s *incrementalState) upload(ctx context.Context, id int64, dir string, bas
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		files[jb.i] = checkpoint.StateFile{Name: jb.name, Path: p, Size: size, CRC: crc, Shared: jb.shared}
-		if jb.shared {
-			up.files[jb.name] = sharedFile{object: jb.object, size: size, crc: crc}
+		up.files[jb.i] = checkpoint.StateFile{Name: jb.name, Path: p, Size: size, CRC: crc, Shared: jb.shared}
+		if jb.data && jb.shared {
+			up.data[jb.name] = sharedFile{object: jb.object, size: size, crc: crc}
 		}
-		written += size
+		up.fresh = append(up.fresh, jb.object)
+		up.written += size
 		return nil
 	})
-	if err != nil {
-		return 0, fmt.Errorf("incremental checkpoint %d: %w", id, err)
-	}
-	for _, f := range files {
-		h.Size += f.Size
-	}
-	h.Files = files
-	if s.keepLocal {
-		// Best effort: without the record, a local restore reads every
-		// file to check its CRC instead.
-		_ = writeLocalRecord(dir, files)
-	}
-	st.Keyed = append(st.Keyed, h)
-	s.mu.Lock()
-	s.pending[id] = up
-	s.mu.Unlock()
-	return written, nil
+	return up, err
 }
 
 // sharedPath is the path of a shared object relative to a checkpoint
