@@ -103,6 +103,17 @@ func testStateKindsThroughRecovery(t *testing.T, backend string) {
 	slices.Sort(got)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
-		t.Fatalf("got %d results, want %d\nfirst got:  %v\nfirst want: %v", len(got), len(want), got[:min(3, len(got))], want[:3])
+		var extra, missing []string
+		for _, g := range got {
+			if !slices.Contains(want, g) {
+				extra = append(extra, g)
+			}
+		}
+		for _, w := range want {
+			if !slices.Contains(got, w) {
+				missing = append(missing, w)
+			}
+		}
+		t.Fatalf("got %d results, want %d\nnot wanted: %v\nmissing:    %v", len(got), len(want), extra, missing)
 	}
 }
