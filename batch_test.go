@@ -228,3 +228,89 @@ func TestReaderPanicAfterABatchBlamesTheSource(t *testing.T) {
 		t.Fatalf("Execute = %v, want an error naming the source and its panic", err)
 	}
 }
+
+// collectThenPanic collects each record, to its main output or to a side
+// output, and then panics on the bad one: the panic comes after the chained
+// operators downstream ran (and named themselves in the Cursor).
+type collectThenPanic struct {
+	bad  int64
+	side bool
+	tag  weir.OutputTag[int64]
+	out  weir.Collector[int64]
+}
+
+func (f *collectThenPanic) Open(ctx *weir.Context) (err error) {
+	if f.side {
+		f.out, err = weir.SideOutput(ctx, f.tag)
+	}
+	return err
+}
+
+func (f *collectThenPanic) ProcessElement(_ *weir.Context, v int64, out weir.Collector[int64]) error {
+	f.emit(v, out)
+	return nil
+}
+
+func (f *collectThenPanic) emit(v int64, out weir.Collector[int64]) {
+	if f.side {
+		out = f.out
+	}
+	out.Collect(v)
+	if v == f.bad {
+		panic("bad record")
+	}
+}
+
+// keyedCollectThenPanic is collectThenPanic as a keyed process function.
+type keyedCollectThenPanic struct{ collectThenPanic }
+
+func (f *keyedCollectThenPanic) Open(*weir.KeyedContext[int64]) error { return nil }
+
+func (f *keyedCollectThenPanic) ProcessElement(_ *weir.KeyedContext[int64], v int64, out weir.Collector[int64]) error {
+	f.emit(v, out)
+	return nil
+}
+
+// TestPanicAfterCollectBlamesTheFunction: a process function that emits a
+// record through its collector (main or side output) into a chained map,
+// and then panics, fails the job naming the process function's operator,
+// not the map that ran last.
+func TestPanicAfterCollectBlamesTheFunction(t *testing.T) {
+	const bad = 3000
+	tag := weir.NewOutputTag[int64]("side")
+	ident := func(v int64) int64 { return v }
+	tests := map[string]func(s *weir.Stream[int64]) *weir.Stream[int64]{
+		"process": func(s *weir.Stream[int64]) *weir.Stream[int64] {
+			return s.Process("culprit", &collectThenPanic{bad: bad}).Map("after", ident)
+		},
+		"keyed-process": func(s *weir.Stream[int64]) *weir.Stream[int64] {
+			return s.KeyBy(ident).Process("culprit", &keyedCollectThenPanic{collectThenPanic{bad: bad}}).Map("after", ident)
+		},
+		"side-output": func(s *weir.Stream[int64]) *weir.Stream[int64] {
+			p := s.Process("culprit", &collectThenPanic{bad: bad, side: true, tag: tag})
+			return p.SideOutput(tag).Map("after", ident)
+		},
+		"flatmap-record-path": func(s *weir.Stream[int64]) *weir.Stream[int64] {
+			// Behind a keyed process function the flatMap gets records one
+			// by one (its Emit, not EmitBatch) and collects through the
+			// general collector.
+			return s.KeyBy(ident).Process("pass", &keyedCollectThenPanic{collectThenPanic{bad: -1}}).
+				FlatMap("culprit", func(v int64, out weir.Collector[int64]) {
+					out.Collect(v)
+					if v == bad {
+						panic("bad record")
+					}
+				}).Map("after", ident)
+		},
+	}
+	for name, build := range tests {
+		t.Run(name, func(t *testing.T) {
+			env := weir.NewEnvironment(weir.Options{Parallelism: 1})
+			build(env.FromSource("nums", datagen.Generator(5000, ident))).SinkTo("out", collect.New[int64]())
+			err := env.Execute(context.Background(), "blame-collect")
+			if err == nil || !strings.Contains(err.Error(), `operator "culprit" (subtask 1/1)`) || !strings.Contains(err.Error(), "bad record") {
+				t.Fatalf("Execute = %v, want an error naming operator %q and its panic", err, "culprit")
+			}
+		})
+	}
+}

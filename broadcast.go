@@ -344,8 +344,8 @@ func (c *BroadcastConnectedStreams[A, B]) Process[OUT any](name string, fn Broad
 	n, out := addTwoInput(env, name, false, func(env *opEnv, out runtime.Output[OUT]) twoInputOp[A, B] {
 		op := &broadcastProcessOp[A, B, OUT]{fn: cloneFunc(fn), descs: descs, cur: env.cursor, idx: env.index,
 			ro: &ReadOnlyBroadcastContext{Context{env: env}}, bc: &BroadcastContext{Context{env: env}}}
-		op.coll1 = collector[OUT]{out: out, ts: &op.ro.ts}
-		op.coll2 = collector[OUT]{out: out, ts: &op.bc.ts}
+		op.coll1 = newCollector(out, &op.ro.ts, env)
+		op.coll2 = newCollector(out, &op.bc.ts, env)
 		op.in1.op, op.in2.op = op, op
 		return op
 	})
@@ -482,8 +482,8 @@ func (c *KeyedBroadcastConnectedStreams[K, A, B]) Process[OUT any](name string, 
 		op := &keyedBroadcastProcessOp[K, A, B, OUT]{fn: cloneFunc(fn), key: c.first.key, descs: descs, cur: env.cursor, idx: env.index}
 		op.ro = &KeyedReadOnlyBroadcastContext[K]{KeyedContext[K]{Context: Context{env: env}, keyed: newKeyedEnv(env, c.first.codec)}}
 		op.bc = &KeyedBroadcastContext[K]{Context{env: env}}
-		op.coll1 = collector[OUT]{out: out, ts: &op.ro.ts}
-		op.coll2 = collector[OUT]{out: out, ts: &op.bc.ts}
+		op.coll1 = newCollector(out, &op.ro.ts, env)
+		op.coll2 = newCollector(out, &op.bc.ts, env)
 		op.in1.op, op.in2.op = op, op
 		return op
 	})

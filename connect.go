@@ -32,7 +32,7 @@ func addTwoInput[A, B, OUT any](env *Environment, name string, keyed bool, mk fu
 func (c *ConnectedStreams[A, B]) Process[OUT any](name string, fn CoProcessFunction[A, B, OUT]) *Stream[OUT] {
 	n, out := addTwoInput(c.first.env, name, false, func(env *opEnv, out runtime.Output[OUT]) twoInputOp[A, B] {
 		op := &coProcessOp[A, B, OUT]{fn: cloneFunc(fn), ctx: &Context{env: env}, cur: env.cursor, idx: env.index}
-		op.coll = collector[OUT]{out: out, ts: &op.ctx.ts}
+		op.coll = newCollector(out, &op.ctx.ts, env)
 		op.in1.op, op.in2.op = op, op
 		return op
 	})
@@ -106,7 +106,7 @@ func (c *KeyedConnectedStreams[K, A, B]) Process[OUT any](name string, fn KeyedC
 	n, out := addTwoInput(c.first.in.env, name, true, func(env *opEnv, out runtime.Output[OUT]) twoInputOp[A, B] {
 		op := &keyedCoProcessOp[K, A, B, OUT]{fn: cloneFunc(fn), key1: c.first.key, key2: c.second.key, cur: env.cursor, idx: env.index}
 		op.ctx = &KeyedContext[K]{Context: Context{env: env}, keyed: newKeyedEnv(env, c.first.codec)}
-		op.coll = collector[OUT]{out: out, ts: &op.ctx.ts}
+		op.coll = newCollector(out, &op.ctx.ts, env)
 		op.keyedTimers = newKeyedTimers(op.ctx, op.fn, &op.coll)
 		op.in1.op, op.in2.op = op, op
 		return op

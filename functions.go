@@ -13,13 +13,27 @@ type Collector[T any] interface {
 	Collect(v T)
 }
 
-// collector emits into a runtime output with the current record's timestamp.
+// collector emits into a runtime output with the current record's
+// timestamp. When the output returns, the collector names its own operator
+// in the task's Cursor again: the chained operators downstream set the
+// Cursor to themselves, and a panic of the user function after Collect
+// returns is the user function's operator's, not theirs.
 type collector[T any] struct {
 	out runtime.Output[T]
 	ts  *int64
+	cur *runtime.Cursor
+	idx int
 }
 
-func (c *collector[T]) Collect(v T) { c.out.Emit(v, *c.ts) }
+// newCollector returns the collector of the operator env describes.
+func newCollector[T any](out runtime.Output[T], ts *int64, env *opEnv) collector[T] {
+	return collector[T]{out: out, ts: ts, cur: env.cursor, idx: env.index}
+}
+
+func (c *collector[T]) Collect(v T) {
+	c.out.Emit(v, *c.ts)
+	c.cur.Current = c.idx
+}
 
 // ProcessFunction processes the records of a non-keyed stream.
 // Optional hooks: Open(*Context) error, Close() error.

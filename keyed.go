@@ -328,7 +328,7 @@ func (s *KeyedStream[K, T]) Process[U any](name string, fn KeyedProcessFunction[
 	return addKeyed(s, name, func(env *opEnv, out runtime.Output[U]) oneInputOp[T] {
 		op := &keyedProcessOp[K, T, U]{fn: cloneFunc(fn), key: s.key, cur: env.cursor, idx: env.index}
 		op.ctx = &KeyedContext[K]{Context: Context{env: env}, keyed: newKeyedEnv(env, s.codec)}
-		op.coll = collector[U]{out: out, ts: &op.ctx.ts}
+		op.coll = newCollector(out, &op.ctx.ts, env)
 		op.keyedTimers = newKeyedTimers(op.ctx, op.fn, &op.coll)
 		return op
 	})

@@ -74,7 +74,7 @@ type flatMapOp[T, U any] struct {
 
 func newFlatMapOp[T, U any](fn func(T, Collector[U]), out runtime.Output[U], env *opEnv) *flatMapOp[T, U] {
 	op := &flatMapOp[T, U]{fn: fn, cur: env.cursor, idx: env.index}
-	op.coll = collector[U]{out: out, ts: &op.ts}
+	op.coll = newCollector(out, &op.ts, env)
 	op.batch = batchCollector[U]{out: runtime.Batched(out), cur: env.cursor, idx: env.index}
 	return op
 }

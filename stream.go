@@ -169,7 +169,7 @@ func (s *Stream[T]) Filter(name string, keep func(T) bool) *Stream[T] {
 func (s *Stream[T]) Process[U any](name string, fn ProcessFunction[T, U]) *Stream[U] {
 	n, out := addOneInput(s, name, false, func(env *opEnv, out runtime.Output[U]) oneInputOp[T] {
 		op := &processOp[T, U]{fn: cloneFunc(fn), ctx: &Context{env: env}, cur: env.cursor, idx: env.index}
-		op.coll = collector[U]{out: out, ts: &op.ctx.ts}
+		op.coll = newCollector(out, &op.ctx.ts, env)
 		return op
 	})
 	connectTo(s, n, 0)
@@ -249,7 +249,8 @@ func SideOutput[X any](ctx contexter, tag OutputTag[X]) (Collector[X], error) {
 	c := ctx.context()
 	v, ok := c.env.sides[tag.id]
 	if !ok {
-		return &collector[X]{out: runtime.Discard[X]{}, ts: &c.ts}, nil
+		coll := newCollector[X](runtime.Discard[X]{}, &c.ts, c.env)
+		return &coll, nil
 	}
 	if m, isMulti := v.(multiSide); isMulti {
 		var outs runtime.FanOut[X]
@@ -260,13 +261,15 @@ func SideOutput[X any](ctx contexter, tag OutputTag[X]) (Collector[X], error) {
 			}
 			outs = append(outs, typed)
 		}
-		return &collector[X]{out: outs, ts: &c.ts}, nil
+		coll := newCollector[X](outs, &c.ts, c.env)
+		return &coll, nil
 	}
 	typed, ok := v.(runtime.Output[X])
 	if !ok {
 		return nil, fmt.Errorf("side output %q carries another type than %v", tag.id, reflect.TypeFor[X]())
 	}
-	return &collector[X]{out: typed, ts: &c.ts}, nil
+	coll := newCollector(typed, &c.ts, c.env)
+	return &coll, nil
 }
 
 // cloneFunc returns a shallow copy of fn when it is a pointer to a struct, so

@@ -397,7 +397,7 @@ type keyedTimers[K comparable, OUT any] struct {
 func newKeyedTimers[K comparable, OUT any](ctx *KeyedContext[K], fn any, coll *collector[OUT]) *keyedTimers[K, OUT] {
 	k := &keyedTimers[K, OUT]{ctx: ctx, coll: coll, noTS: NoTimestamp}
 	k.fn, _ = fn.(OnTimerFunction[K, OUT])
-	k.procColl = collector[OUT]{out: coll.out, ts: &k.noTS}
+	k.procColl = collector[OUT]{out: coll.out, ts: &k.noTS, cur: coll.cur, idx: coll.idx}
 	k.tctx.KeyedContext = ctx
 	ctx.timers = k
 	return k

@@ -156,7 +156,7 @@ func newWindowOp[K comparable, T any, W Window, R, OUT any](env *opEnv, cfg *win
 	o := &windowOp[K, T, W, R, OUT]{cfg: cfg, env: env, fn: fn, mk: mk, emit: emit}
 	o.ctx = &KeyedContext[K]{Context: Context{env: env}, keyed: newKeyedEnv(env, cfg.codec)}
 	o.wctx.KeyedContext = o.ctx
-	o.coll = collector[OUT]{out: out, ts: &o.ctx.ts}
+	o.coll = newCollector(out, &o.ctx.ts, env)
 	return o
 }
 

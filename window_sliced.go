@@ -214,7 +214,7 @@ func buildSliced[K comparable, T any, P, R any](w *WindowedStream[K, T, TimeWind
 	out := addKeyed(w.in, name, func(env *opEnv, out runtime.Output[R]) oneInputOp[T] {
 		o := &slicedOp[K, T, P, R]{cfg: cfg, panes: panes, kind: kind, env: env, hot: make(map[K]*hotPane[P])}
 		o.ctx = &KeyedContext[K]{Context: Context{env: env}, keyed: newKeyedEnv(env, cfg.codec)}
-		o.coll = collector[R]{out: out, ts: &o.ctx.ts}
+		o.coll = newCollector(out, &o.ctx.ts, env)
 		return o
 	})
 	if w.all {
