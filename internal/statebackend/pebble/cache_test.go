@@ -3,7 +3,9 @@ package pebble
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"maps"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -178,8 +180,159 @@ func TestWriteCacheEvicts(t *testing.T) {
 			t.Fatalf("%s = %q %v", k, v, ok)
 		}
 	}
-	if n := len(b.cache.entries); n == 0 || n != len(b.cache.ring) {
-		t.Fatalf("%d entries, %d in the CLOCK ring", n, len(b.cache.ring))
+	if b.cache.live == 0 {
+		t.Fatal("no entry left in the cache")
+	}
+	checkCache(t, b.cache)
+}
+
+// checkCache checks the structure of w: every used entry is found through
+// the table by its key, the table holds nothing else, the dirty lists hold
+// exactly the dirty entries at their recorded positions, the free list
+// exactly the free entries, and the size is the sum of the entries' costs.
+func checkCache(t *testing.T, w *writeCache) {
+	t.Helper()
+	used, size := 0, int64(0)
+	for i := range w.entries {
+		e := &w.entries[i]
+		if !e.used {
+			if e.dirty {
+				t.Fatalf("free entry %d is dirty", i)
+			}
+			continue
+		}
+		used++
+		size += e.cost()
+		if j, _, _ := w.lookup(e.key()); j != i {
+			t.Fatalf("entry %d (key %x) found at %d", i, e.key(), j)
+		}
+		if e.dirty {
+			l := w.dirty[e.id]
+			if l == nil || int(e.dpos) >= len(l.idx) || l.idx[e.dpos] != uint32(i) {
+				t.Fatalf("dirty entry %d of state %d is not at position %d of its list", i, e.id, e.dpos)
+			}
+		}
+	}
+	slots := 0
+	for _, v := range w.index {
+		if v != 0 {
+			slots++
+			if e := &w.entries[uint32(v)-1]; !e.used || e.hash>>32 != v>>32 {
+				t.Fatalf("slot %x names a free entry or the wrong hash", v)
+			}
+		}
+	}
+	dirty := 0
+	for id, l := range w.dirty {
+		for _, i := range l.idx {
+			if e := &w.entries[i]; !e.used || !e.dirty || e.id != id {
+				t.Fatalf("dirty list of state %d holds entry %d (used %v, dirty %v, state %d)", id, i, e.used, e.dirty, e.id)
+			}
+		}
+		dirty += len(l.idx)
+	}
+	for i := range w.entries {
+		if w.entries[i].dirty {
+			dirty--
+		}
+	}
+	switch {
+	case used != w.live || slots != w.live:
+		t.Fatalf("%d used entries, %d slots, live %d", used, slots, w.live)
+	case used+len(w.free) != len(w.entries):
+		t.Fatalf("%d used and %d free of %d entries", used, len(w.free), len(w.entries))
+	case dirty != 0:
+		t.Fatal("the dirty lists and the dirty entries differ in number")
+	case size != w.size:
+		t.Fatalf("size %d, the entries cost %d", w.size, size)
+	case 2*w.live > len(w.index):
+		t.Fatalf("%d entries in a table of %d slots", w.live, len(w.index))
+	}
+}
+
+// TestWriteCacheStructure runs random operations on a write cache and a
+// map that models the database behind it, checking after each that the
+// cache reads as the model, that its structure is intact (checkCache), and
+// that every batch it writes back is in key order; at the end, after a
+// flush, the database holds the model.
+func TestWriteCacheStructure(t *testing.T) {
+	for _, budget := range []int64{400, 4 << 10, 64 << 10, 32 << 20} {
+		t.Run(fmt.Sprint(budget), func(t *testing.T) {
+			b := newPebble(t, everyGroup, codec.String(), Options{WriteCacheSize: -1})
+			batches, unsorted := 0, 0
+			w := newWriteCache(budget, func() *pebble.DB { return b.db }, func(batch *pebble.Batch) error {
+				batches++
+				var prev []byte
+				for r := batch.Reader(); ; {
+					_, k, _, ok, err := r.Next()
+					if err != nil {
+						return err
+					}
+					if !ok {
+						break
+					}
+					if prev != nil && string(k) <= string(prev) {
+						unsorted++
+					}
+					prev = append(prev[:0], k...)
+				}
+				return batch.Commit(pebble.NoSync)
+			})
+			model := map[string]string{}
+			r := rand.New(rand.NewPCG(uint64(budget), 1))
+			for step := range 20_000 {
+				id := uint64(1 + r.IntN(3))
+				key := []byte(fmt.Sprintf("%d/key-%d", id, r.IntN(3000)))
+				switch op := r.IntN(10); {
+				case op < 4:
+					v := strings.Repeat("v", r.IntN(40)) + fmt.Sprint(step)
+					must(t, w.put(id, key, []byte(v)))
+					model[string(key)] = v
+				case op < 5:
+					must(t, w.del(id, key))
+					delete(model, string(key))
+				case op < 6:
+					must(t, w.flushState(id))
+				default:
+					v, present, hit, err := w.read(id, key)
+					must(t, err)
+					if !hit {
+						raw, closer, err := b.db.Get(key)
+						present = err == nil
+						if present {
+							v = append([]byte(nil), raw...)
+							closer.Close()
+						}
+						must(t, w.fill(id, key, v, present))
+					}
+					want, ok := model[string(key)]
+					if present != ok || present && string(v) != want {
+						t.Fatalf("step %d: %s reads %q %v (hit %v), want %q %v", step, key, v, present, hit, want, ok)
+					}
+				}
+				if w.size > budget {
+					t.Fatalf("step %d: %d bytes over the budget of %d", step, w.size, budget)
+				}
+				if step%97 == 0 {
+					checkCache(t, w)
+				}
+			}
+			checkCache(t, w)
+			must(t, w.flushAll())
+			checkCache(t, w)
+			for k, v := range model {
+				raw, closer, err := b.db.Get([]byte(k))
+				if err != nil || string(raw) != v {
+					t.Fatalf("after the flush the database holds %q (%v) at %s, want %q", raw, err, k, v)
+				}
+				closer.Close()
+			}
+			if batches == 0 || unsorted > 0 {
+				t.Fatalf("%d batches written back, %d keys out of order", batches, unsorted)
+			}
+			w.reset()
+			checkCache(t, w)
+		})
 	}
 }
 
@@ -241,26 +394,66 @@ func TestWriteCacheOptions(t *testing.T) {
 // TestWrittenFilter checks the filter of keys written back: no false
 // negatives across its growth, and about 1% false positives.
 func TestWrittenFilter(t *testing.T) {
-	f := newWrittenFilter()
+	f, seed := newWrittenFilter(0), maphash.MakeSeed()
 	const n = 200_000 // several layers
 	for i := range n {
-		f.add(fmt.Appendf(nil, "key-%d", i))
+		f.add(maphash.Bytes(seed, fmt.Appendf(nil, "key-%d", i)))
 	}
 	if len(f.layers) < 3 {
 		t.Fatalf("%d layers for %d keys", len(f.layers), n)
 	}
 	for i := range n {
-		if !f.mayContain(fmt.Appendf(nil, "key-%d", i)) {
+		if !f.mayContain(maphash.Bytes(seed, fmt.Appendf(nil, "key-%d", i))) {
 			t.Fatalf("key-%d added and not found", i)
 		}
 	}
 	fp := 0
 	for i := range n {
-		if f.mayContain(fmt.Appendf(nil, "other-%d", i)) {
+		if f.mayContain(maphash.Bytes(seed, fmt.Appendf(nil, "other-%d", i))) {
 			fp++
 		}
 	}
 	if rate := float64(fp) / n; rate > 0.05 {
 		t.Fatalf("false positive rate %.3f", rate)
 	}
+}
+
+// TestWriteCacheSkipsRewrites checks that a write of what a cached entry
+// holds already is not written back again, and that a deletion of a key
+// the cache does not know is (the database may hold it).
+func TestWriteCacheSkipsRewrites(t *testing.T) {
+	b := newPebble(t, everyGroup, codec.String(), Options{WriteCacheSize: -1})
+	w := newWriteCache(1<<20, func() *pebble.DB { return b.db }, func(batch *pebble.Batch) error { return batch.Commit(pebble.NoSync) })
+	dirty := func() int {
+		n := 0
+		for _, l := range w.dirty {
+			n += len(l.idx)
+		}
+		return n
+	}
+	must(t, b.db.Set([]byte("old"), []byte("v"), pebble.NoSync))
+	must(t, w.del(1, []byte("old")))
+	must(t, w.put(1, []byte("a"), []byte("x")))
+	if n := dirty(); n != 2 {
+		t.Fatalf("%d dirty entries after a deletion and a put, want 2", n)
+	}
+	must(t, w.flushAll())
+	if _, closer, err := b.db.Get([]byte("old")); err == nil {
+		closer.Close()
+		t.Fatal("the deletion of a key the cache did not know was not written back")
+	}
+	must(t, w.put(1, []byte("a"), []byte("x")))
+	must(t, w.del(1, []byte("old")))
+	if _, _, hit, err := w.read(1, []byte("new")); err != nil || !hit {
+		t.Fatalf("a never-written key missed the filter (%v)", err)
+	}
+	must(t, w.del(1, []byte("new")))
+	if n := dirty(); n != 0 {
+		t.Fatalf("%d dirty entries after writes of what the cache held", n)
+	}
+	must(t, w.put(1, []byte("a"), []byte("y")))
+	if n := dirty(); n != 1 {
+		t.Fatalf("%d dirty entries after a new value, want 1", n)
+	}
+	checkCache(t, w)
 }

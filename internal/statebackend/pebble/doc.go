@@ -69,9 +69,13 @@
 // them, before any iterator over their state is opened (Namespaces,
 // Entries, a map's All, Len and Remove, clears), and all of them in the
 // synchronous phase of every snapshot, full or incremental, before the
-// database's snapshot or checkpoint is taken. Restores start with an empty
-// cache; Close drops it with the database. Lists append with merge
-// operands and bypass it.
+// database's snapshot or checkpoint is taken; every write-back is one
+// batch in key order, which pebble's memtable inserts cheaply. The cache
+// is a flat slice of entries (key and value in one allocation) behind an
+// open-addressing table of hashes, so a lookup costs a few cache misses
+// and no Go map of string keys. Restores start with an empty cache; Close
+// drops it with the database. Lists append with merge operands and bypass
+// it.
 //
 // # TTL
 //

@@ -182,18 +182,16 @@ func (c *core[K, N]) startValue() []byte {
 // database; ok is false when it is absent or on error (reported).
 func (c *core[K, N]) getRaw(key []byte) (v []byte, ok bool) {
 	if c.cache != nil {
-		if v, present, hit := c.cache.get(key); hit {
+		v, present, hit, err := c.cache.read(c.id, key)
+		if err != nil {
+			c.fail("write back", err)
+		}
+		if hit {
 			if !present {
 				return nil, false
 			}
 			c.vbuf = append(c.vbuf[:0], v...)
 			return c.vbuf, true
-		}
-		if c.cache.knownAbsent(key) {
-			if err := c.cache.fill(c.id, key, nil, false); err != nil {
-				c.fail("write back", err)
-			}
-			return nil, false
 		}
 	}
 	raw, closer, err := c.b.db.Get(key)
