@@ -2,6 +2,8 @@ package pebble
 
 import (
 	"bytes"
+	"cmp"
+	"encoding/binary"
 	"hash/maphash"
 	"slices"
 	"unsafe"
@@ -454,28 +456,42 @@ func (w *writeCache) writeBack() error {
 }
 
 // writeBackSort collects write-backs and sorts them by key. Keys and values
-// are copied into one buffer, so that the sort compares keys that lie close
-// together rather than across the cache's entries.
+// are copied into one buffer, and each record holds the key's first 16
+// bytes, so that most comparisons read the records alone: a flush of the
+// whole cache sorts some 10^5 keys, and comparing them in place would
+// cost a cache miss or two each.
 type writeBackSort struct {
 	buf  []byte
 	recs []writeBackRec
 }
 
 type writeBackRec struct {
-	hash           uint64 // of the key
-	off, klen, end uint32 // key at buf[off:off+klen], value up to end
+	pfx            [2]uint64 // the key's first 16 bytes, big-endian, zero-padded
+	hash           uint64    // of the key
+	off, klen, end uint32    // key at buf[off:off+klen], value up to end
 	present        bool
 }
 
 func (ws *writeBackSort) add(e *cacheEntry) {
 	off := uint32(len(ws.buf))
 	ws.buf = append(ws.buf, e.kv...)
-	ws.recs = append(ws.recs, writeBackRec{hash: e.hash, off: off, klen: e.klen, end: uint32(len(ws.buf)), present: e.present})
+	var p [16]byte
+	copy(p[:], e.key())
+	ws.recs = append(ws.recs, writeBackRec{
+		pfx:  [2]uint64{binary.BigEndian.Uint64(p[:8]), binary.BigEndian.Uint64(p[8:])},
+		hash: e.hash, off: off, klen: e.klen, end: uint32(len(ws.buf)), present: e.present,
+	})
 }
 
 func (ws *writeBackSort) sort() {
 	buf := ws.buf
 	slices.SortFunc(ws.recs, func(a, b writeBackRec) int {
+		if c := cmp.Compare(a.pfx[0], b.pfx[0]); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.pfx[1], b.pfx[1]); c != 0 {
+			return c
+		}
 		return bytes.Compare(buf[a.off:a.off+a.klen], buf[b.off:b.off+b.klen])
 	})
 }
