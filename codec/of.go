@@ -133,8 +133,22 @@ func (r reflectCodec[T]) Decode(src []byte) (v T, n int, err error) {
 //
 // The round trip through a uintptr variable is what the compiler does not
 // follow; reading the variable back as a pointer, rather than converting
-// the uintptr, keeps go vet's unsafeptr check satisfied. Nothing can move
-// the stack between the two statements: there is no call in between.
+// the uintptr, keeps go vet's unsafeptr check satisfied. Nothing may move
+// the stack between the two statements, or the pointer read back would
+// point into the old, freed stack: hence the directives, as on the
+// runtime's own NoEscape (internal/abi). Without //go:nocheckptr, a build
+// with checkptr instrumentation (-race turns it on) calls
+// runtime.checkptrAlignment for the conversion, and that call may grow and
+// move the stack; Decode then wrote the value into the old stack and
+// returned a zero value, and Append encoded whatever the freed stack held
+// (TestStackMoveAtEveryDepth). //go:nosplit keeps the function itself from
+// growing the stack, //go:norace keeps race calls out. The directives stop
+// inlining only in instrumented builds: elsewhere the function is inlined
+// and has no call at all.
+//
+//go:nosplit
+//go:nocheckptr
+//go:norace
 func noescape(p unsafe.Pointer) unsafe.Pointer {
 	x := uintptr(p)
 	return *(*unsafe.Pointer)(unsafe.Pointer(&x))
