@@ -23,21 +23,36 @@ func (lifecycle) Close() error  { return nil }
 // Cursor names the operator; what runs downstream sets the Cursor itself.
 // Each keeps scratch slices for its output, reused from batch to batch
 // (the callee of EmitBatch keeps nothing), and clears them after use so
-// that they hold no references to records that are gone.
+// that they hold no references to records that are gone — unless the
+// record type holds no pointers (runtime.HoldsPointers, decided when the
+// operator is built), when there is nothing to release.
 
 type mapOp[T, U any] struct {
 	lifecycle
 	inCount
-	fn      func(T) U
-	out     runtime.Output[U]
-	bout    runtime.BatchOutput[U]
-	scratch []U
-	cur     *runtime.Cursor
-	idx     int
+	fn   func(T) U
+	out  runtime.Output[U]
+	bout runtime.BatchOutput[U]
+	// filter is out itself when out is a chained filter that takes every
+	// record of the map and nothing else takes any: the batch path then
+	// runs the two as one pass (emitFiltered).
+	filter       *filterOp[U]
+	scratch      []U
+	clearScratch bool // U holds pointers
+	cur          *runtime.Cursor
+	idx          int
 }
 
 func newMapOp[T, U any](fn func(T) U, out runtime.Output[U], env *opEnv) *mapOp[T, U] {
-	return &mapOp[T, U]{fn: fn, out: out, bout: runtime.Batched(out), cur: env.cursor, idx: env.index}
+	o := &mapOp[T, U]{fn: fn, out: out, bout: runtime.Batched(out), clearScratch: runtime.HoldsPointers[U](),
+		cur: env.cursor, idx: env.index}
+	// The port hands a map the bare input of its consumer only when that
+	// consumer is chained, is the only one and counts the records it
+	// receives (wiring.go): a writer to a channel, a fan-out or a counting
+	// wrapper is not a *filterOp, so a filter behind a shuffle, with
+	// another parallelism or with chaining disabled is never fused.
+	o.filter, _ = out.(*filterOp[U])
+	return o
 }
 
 func (o *mapOp[T, U]) Emit(rec T, ts int64) {
@@ -48,6 +63,10 @@ func (o *mapOp[T, U]) Emit(rec T, ts int64) {
 
 // EmitBatch implements runtime.BatchOutput.
 func (o *mapOp[T, U]) EmitBatch(recs []T, ts []int64) {
+	if o.filter != nil {
+		o.emitFiltered(recs, ts)
+		return
+	}
 	o.cur.Current = o.idx
 	o.in.N += int64(len(recs))
 	out := slices.Grow(o.scratch[:0], len(recs))[:len(recs)]
@@ -58,7 +77,76 @@ func (o *mapOp[T, U]) EmitBatch(recs []T, ts []int64) {
 		out[i] = fn(recs[i])
 	}
 	o.bout.EmitBatch(out, ts)
-	clear(out)
+	if o.clearScratch {
+		clear(out)
+	}
+}
+
+// emitFiltered is the batch path of a map fused with the chained filter
+// that takes its output: one pass over recs applies the map's function
+// and then the filter's to each record, and writes each mapped record
+// once, into the filter's scratch slice, where separate batch paths make
+// a pass each and store the mapped batch in between. What reaches the
+// filter's output, and when, is what the two batch paths give: the same
+// records, timestamps and batch. Each operator counts the records it
+// receives as before, and the Cursor names the map while its function
+// runs and the filter while the filter's runs, so that a panic is blamed
+// on the operator whose function raised it (two stores per record: the
+// price of exact blame). Fusion cannot reorder records and control
+// events: barriers and watermarks travel between batches, and this is
+// one batch.
+//
+// It is kept out of line: profile-guided optimization turns the calls of
+// fn and keep into guarded direct calls and inlines them (Scale and
+// NotFifth in bench/default.pgo) in emitFiltered's own body, and a copy
+// of emitFiltered inlined into EmitBatch would be the body from before
+// that, with plain calls through function values.
+//
+//go:noinline
+func (o *mapOp[T, U]) emitFiltered(recs []T, ts []int64) {
+	f := o.filter
+	o.in.N += int64(len(recs))
+	f.in.N += int64(len(recs))
+	cur, mapIdx, filterIdx := o.cur, o.idx, f.idx
+	fn, keep := o.fn, f.keep
+	kept := slices.Grow(f.scratch[:0], len(recs))[:len(recs)]
+	f.scratch = kept
+	n := 0
+	if ts == nil {
+		// As in filterOp.EmitBatch: every record is stored, and the count
+		// advances past the kept ones only.
+		for _, r := range recs {
+			cur.Current = mapIdx
+			u := fn(r)
+			cur.Current = filterIdx
+			kept[n] = u
+			if keep(u) {
+				n++
+			}
+		}
+		if n > 0 {
+			f.bout.EmitBatch(kept[:n], nil)
+		}
+	} else {
+		keptTS := slices.Grow(f.tss[:0], len(recs))[:len(recs)]
+		f.tss = keptTS
+		ts = ts[:len(recs)]
+		for i, r := range recs {
+			cur.Current = mapIdx
+			u := fn(r)
+			cur.Current = filterIdx
+			kept[n], keptTS[n] = u, ts[i]
+			if keep(u) {
+				n++
+			}
+		}
+		if n > 0 {
+			f.bout.EmitBatch(kept[:n], keptTS[:n])
+		}
+	}
+	if f.clearScratch {
+		clear(kept)
+	}
 }
 
 type flatMapOp[T, U any] struct {
@@ -75,7 +163,7 @@ type flatMapOp[T, U any] struct {
 func newFlatMapOp[T, U any](fn func(T, Collector[U]), out runtime.Output[U], env *opEnv) *flatMapOp[T, U] {
 	op := &flatMapOp[T, U]{fn: fn, cur: env.cursor, idx: env.index}
 	op.coll = newCollector(out, &op.ts, env)
-	op.batch = batchCollector[U]{out: runtime.Batched(out), cur: env.cursor, idx: env.index}
+	op.batch = batchCollector[U]{out: runtime.Batched(out), clearRecs: runtime.HoldsPointers[U](), cur: env.cursor, idx: env.index}
 	return op
 }
 
@@ -117,13 +205,14 @@ const flatMapBatch = 1024
 // gathers the records, with the timestamp of the input record being
 // processed when the batch has timestamps.
 type batchCollector[T any] struct {
-	out   runtime.BatchOutput[T]
-	recs  []T
-	tss   []int64
-	timed bool
-	ts    int64
-	cur   *runtime.Cursor
-	idx   int
+	out       runtime.BatchOutput[T]
+	recs      []T
+	tss       []int64
+	clearRecs bool // T holds pointers
+	timed     bool
+	ts        int64
+	cur       *runtime.Cursor
+	idx       int
 }
 
 // Collect implements Collector.
@@ -149,24 +238,28 @@ func (c *batchCollector[T]) flush() {
 		ts = c.tss
 	}
 	c.out.EmitBatch(c.recs, ts)
-	clear(c.recs)
+	if c.clearRecs {
+		clear(c.recs)
+	}
 	c.recs, c.tss = c.recs[:0], c.tss[:0]
 }
 
 type filterOp[T any] struct {
 	lifecycle
 	inCount
-	keep    func(T) bool
-	out     runtime.Output[T]
-	bout    runtime.BatchOutput[T]
-	scratch []T
-	tss     []int64
-	cur     *runtime.Cursor
-	idx     int
+	keep         func(T) bool
+	out          runtime.Output[T]
+	bout         runtime.BatchOutput[T]
+	scratch      []T
+	tss          []int64
+	clearScratch bool // T holds pointers
+	cur          *runtime.Cursor
+	idx          int
 }
 
 func newFilterOp[T any](keep func(T) bool, out runtime.Output[T], env *opEnv) *filterOp[T] {
-	return &filterOp[T]{keep: keep, out: out, bout: runtime.Batched(out), cur: env.cursor, idx: env.index}
+	return &filterOp[T]{keep: keep, out: out, bout: runtime.Batched(out), clearScratch: runtime.HoldsPointers[T](),
+		cur: env.cursor, idx: env.index}
 }
 
 func (o *filterOp[T]) Emit(rec T, ts int64) {
@@ -212,7 +305,9 @@ func (o *filterOp[T]) EmitBatch(recs []T, ts []int64) {
 			o.bout.EmitBatch(kept[:n], keptTS[:n])
 		}
 	}
-	clear(kept)
+	if o.clearScratch {
+		clear(kept)
+	}
 }
 
 // openClose calls the optional Open and Close hooks of a user function.

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/weirstream/weir/connector"
+	"github.com/weirstream/weir/connectors/collect"
+	"github.com/weirstream/weir/connectors/datagen"
 	"github.com/weirstream/weir/internal/runtime"
 )
 
@@ -53,15 +55,14 @@ func flat(ds []delivery) (recs []int, ts []int64) {
 }
 
 // testOp is an operator under test with both entry points and its
-// records-in counter.
+// records-in counter (inCount's recordsIn: a method of that name declared
+// here with another signature would hide it from the wiring, which would
+// then count the operators' records with a CountingOutput and never fuse
+// a map with its filter).
 type testOp interface {
 	runtime.BatchOutput[int]
-	recordsIn() *int64
+	recordsInCounter
 }
-
-func (o *mapOp[T, U]) recordsIn() *int64     { return &o.in.N }
-func (o *filterOp[T]) recordsIn() *int64     { return &o.in.N }
-func (o *flatMapOp[T, U]) recordsIn() *int64 { return &o.in.N }
 
 // TestOperatorBatchesMatchRecords feeds the same input to an operator
 // record by record and in batches, to a downstream with and without a
@@ -133,9 +134,9 @@ func TestOperatorBatchesMatchRecords(t *testing.T) {
 							}
 						}
 						if downstream == "plain" {
-							return out.(*plainOut).got, *o.recordsIn()
+							return out.(*plainOut).got, o.recordsIn().N
 						}
-						return out.(*batchOut).got, *o.recordsIn()
+						return out.(*batchOut).got, o.recordsIn().N
 					}
 					want, wantIn := run(false)
 					got, gotIn := run(true)
@@ -269,4 +270,217 @@ func TestSinkBatch(t *testing.T) {
 	if !slices.Equal(pw.writes, []int{1, 2, 3}) || op.in.N != 3 {
 		t.Errorf("plain writer got %v, records in %d; want [1 2 3] and 3", pw.writes, op.in.N)
 	}
+}
+
+// TestMapFilterFusion: a map whose only output is a chained filter runs
+// both functions in one pass on its batch path. What comes out of the
+// filter must be what the two give record by record, in batches only (to a
+// downstream that takes them), with both operators' records in exact.
+func TestMapFilterFusion(t *testing.T) {
+	const n = 2500
+	input := make([]int, n)
+	stamps := make([]int64, n)
+	for i := range input {
+		input[i] = i
+		stamps[i] = int64(1000 + i)
+	}
+	scale := func(v int) int { return 3*v + 1 }
+	keeps := map[string]func(int) bool{
+		"fifths": func(v int) bool { return v%5 != 0 },
+		"none":   func(int) bool { return false },
+		"all":    func(int) bool { return true },
+	}
+	for name, keep := range keeps {
+		for _, timed := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/timed=%v", name, timed), func(t *testing.T) {
+				var ts []int64
+				if timed {
+					ts = stamps
+				}
+				run := func(batches bool) (*batchOut, *mapOp[int, int], *filterOp[int]) {
+					cur := new(runtime.Cursor)
+					down := &batchOut{plainOut{cur: cur, idx: 3}}
+					f := newFilterOp(keep, down, &opEnv{cursor: cur, index: 2})
+					m := newMapOp(scale, f, &opEnv{cursor: cur, index: 1})
+					if m.filter != f {
+						t.Fatal("a map whose output is a filter is not fused with it")
+					}
+					if !batches {
+						for i, v := range input {
+							st := runtime.NoTimestamp
+							if ts != nil {
+								st = ts[i]
+							}
+							m.Emit(v, st)
+						}
+						return down, m, f
+					}
+					for _, b := range [][2]int{{0, 1}, {1, 1024}, {1024, 2500}, {2500, 2500}} {
+						var bts []int64
+						if ts != nil {
+							bts = ts[b[0]:b[1]]
+						}
+						m.EmitBatch(input[b[0]:b[1]], bts)
+					}
+					return down, m, f
+				}
+				want, _, _ := run(false)
+				got, m, f := run(true)
+				wr, wt := flat(want.got)
+				gr, gt := flat(got.got)
+				if !slices.Equal(gr, wr) || !slices.Equal(gt, wt) {
+					t.Errorf("fused batches gave %d records %v… (ts %v…), records gave %d %v… (ts %v…)",
+						len(gr), gr[:min(len(gr), 8)], gt[:min(len(gt), 8)], len(wr), wr[:min(len(wr), 8)], wt[:min(len(wt), 8)])
+				}
+				if m.in.N != n || f.in.N != n {
+					t.Errorf("records in: map %d, filter %d; want %d each", m.in.N, f.in.N, n)
+				}
+				for _, d := range got.got {
+					if !d.batch || timed != (d.ts != nil) {
+						t.Fatalf("the downstream got %+v; want batches, with timestamps %v", d, timed)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestMapFilterFusionBlame: a panic in the middle of a fused batch names
+// the map when the map's function raised it and the filter when the
+// filter's did, and nothing of the batch has gone downstream.
+func TestMapFilterFusionBlame(t *testing.T) {
+	const bad = 700
+	tests := []struct {
+		culprit string
+		fn      func(int) int
+		keep    func(int) bool
+		want    int // chain index
+	}{
+		{"map", func(v int) int {
+			if v == bad {
+				panic("bad record")
+			}
+			return v
+		}, func(int) bool { return true }, 1},
+		{"filter", func(v int) int { return v }, func(v int) bool {
+			if v == bad {
+				panic("bad record")
+			}
+			return true
+		}, 2},
+	}
+	input := make([]int, 1024)
+	stamps := make([]int64, len(input))
+	for i := range input {
+		input[i] = i
+		stamps[i] = int64(i)
+	}
+	for _, tt := range tests {
+		for _, timed := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/timed=%v", tt.culprit, timed), func(t *testing.T) {
+				var ts []int64
+				if timed {
+					ts = stamps
+				}
+				cur := new(runtime.Cursor)
+				down := &batchOut{plainOut{cur: cur, idx: 3}}
+				m := newMapOp(tt.fn, newFilterOp(tt.keep, down, &opEnv{cursor: cur, index: 2}), &opEnv{cursor: cur, index: 1})
+				// A batch goes through first, leaving the Cursor on the
+				// downstream.
+				m.EmitBatch(input[:bad], ts[:min(len(ts), bad)])
+				if cur.Current != 3 {
+					t.Fatalf("Cursor at %d after a batch, want the downstream's 3", cur.Current)
+				}
+				func() {
+					defer func() {
+						if r := recover(); r != "bad record" {
+							t.Fatalf("recovered %v, want the user's panic", r)
+						}
+					}()
+					m.EmitBatch(input, ts)
+				}()
+				if cur.Current != tt.want {
+					t.Errorf("Cursor at %d after a panic in the %s's function, want its index %d", cur.Current, tt.culprit, tt.want)
+				}
+				if len(down.got) != 1 {
+					t.Errorf("the downstream got %d batches, want only the one before the panic", len(down.got))
+				}
+			})
+		}
+	}
+}
+
+// TestMapFilterFusedOnlyWhenChainedAlone deploys jobs and looks at the
+// built map: it is fused with the filter that follows it only when the
+// filter is chained to it and takes all of its output.
+func TestMapFilterFusedOnlyWhenChainedAlone(t *testing.T) {
+	scale := func(v int64) int64 { return 3*v + 1 }
+	notFifth := func(v int64) bool { return v%5 != 0 }
+	tests := []struct {
+		name  string
+		build func(s *Stream[int64])
+		fused bool
+	}{
+		{"chained", func(s *Stream[int64]) {
+			s.Map("scale", scale).Filter("keep", notFifth).SinkTo("out", collect.New[int64]())
+		}, true},
+		{"rebalance between", func(s *Stream[int64]) {
+			s.Map("scale", scale).Rebalance().Filter("keep", notFifth).SinkTo("out", collect.New[int64]())
+		}, false},
+		{"other parallelism", func(s *Stream[int64]) {
+			s.Map("scale", scale).Parallelism(2).Filter("keep", notFifth).SinkTo("out", collect.New[int64]())
+		}, false},
+		{"chaining disabled", func(s *Stream[int64]) {
+			s.Map("scale", scale).Filter("keep", notFifth).DisableChaining().SinkTo("out", collect.New[int64]())
+		}, false},
+		{"a second consumer", func(s *Stream[int64]) {
+			m := s.Map("scale", scale)
+			m.Filter("keep", notFifth).SinkTo("out", collect.New[int64]())
+			m.SinkTo("all", collect.New[int64]())
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := NewEnvironment(Options{Parallelism: 1})
+			tt.build(env.FromSource("nums", datagen.Sequence(0, 9)))
+			var maps int
+			for _, task := range deployForTest(t, env) {
+				for _, c := range task.Chain {
+					m, ok := c.Op.(*mapOp[int64, int64])
+					if !ok {
+						continue
+					}
+					maps++
+					if fused := m.filter != nil; fused != tt.fused {
+						t.Errorf("map fused = %v, want %v", fused, tt.fused)
+					}
+				}
+			}
+			if maps == 0 {
+				t.Fatal("no map operator in the deployed tasks")
+			}
+		})
+	}
+}
+
+// deployForTest builds env's tasks as Execute would, without running them,
+// and returns their configurations.
+func deployForTest(t *testing.T, env *Environment) []*runtime.TaskConfig {
+	t.Helper()
+	opts := env.opts
+	opts.EnsureDefaults()
+	opts.JobID = "deploy-test"
+	jg, err := compile(env, opts, opts.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc := &buildCtx{ctx: t.Context(), opts: opts, jg: jg, stop: make(chan struct{}), logger: opts.Logger}
+	if _, err := bc.deploy(env); err != nil {
+		t.Fatal(err)
+	}
+	var cfgs []*runtime.TaskConfig
+	for _, v := range bc.tasks {
+		cfgs = append(cfgs, v...)
+	}
+	return cfgs
 }

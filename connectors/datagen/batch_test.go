@@ -1,6 +1,7 @@
 package datagen
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 
@@ -116,6 +117,53 @@ func TestBatchEmitterStrided(t *testing.T) {
 		}
 		if want := []int64{101, 104, 107, 110, 113, 116, 119}; !slices.Equal(be.recs, want) || len(be.batches) != 1 {
 			t.Errorf("batches %v, want one batch %v", be.batches, want)
+		}
+	}
+}
+
+// TestSequenceFill: Sequence's fill (four records per iteration, then the
+// rest one by one) gives what its generator gives, for every length
+// around the unrolled stride and for strides other than one.
+func TestSequenceFill(t *testing.T) {
+	s := Sequence(-5, 1000)
+	for _, step := range []int64{1, 3} {
+		for n := range 11 {
+			buf := make([]int64, n)
+			s.fill(buf, 2, step)
+			for j, v := range buf {
+				if want := s.gen(2 + int64(j)*step); v != want {
+					t.Fatalf("step %d, %d records: buf[%d] = %d, want %d", step, n, j, v, want)
+				}
+			}
+		}
+	}
+}
+
+func TestHoldsPointers(t *testing.T) {
+	type flat struct {
+		A int64
+		B [2]float64
+	}
+	type named struct {
+		ID   int64
+		Name string
+	}
+	tests := []struct {
+		name string
+		typ  reflect.Type
+		want bool
+	}{
+		{"int64", reflect.TypeFor[int64](), false},
+		{"struct of scalars", reflect.TypeFor[flat](), false},
+		{"empty array of pointers", reflect.TypeFor[[0]*int](), false},
+		{"string", reflect.TypeFor[string](), true},
+		{"struct with a string", reflect.TypeFor[named](), true},
+		{"array of slices", reflect.TypeFor[[2][]byte](), true},
+		{"interface", reflect.TypeFor[any](), true},
+	}
+	for _, tt := range tests {
+		if got := holdsPointers(tt.typ); got != tt.want {
+			t.Errorf("holdsPointers(%s) = %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }

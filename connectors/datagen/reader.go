@@ -44,8 +44,10 @@ type reader[T any] struct {
 	n     int64
 	batch int
 	// buf holds one Poll's records of a split when the emitter takes
-	// batches (connector.BatchEmitter); reused from Poll to Poll.
-	buf []T
+	// batches (connector.BatchEmitter); reused from Poll to Poll, and
+	// cleared after use when T holds pointers (clearBuf).
+	buf      []T
+	clearBuf bool
 
 	// splits holds the unfinished splits in the order they were assigned;
 	// Poll reads the first one.
@@ -183,7 +185,9 @@ func (r *reader[T]) emitBatch(out connector.BatchEmitter[T], c *cursor, n int64)
 		}
 	}
 	out.EmitBatch(buf)
-	clear(buf) // hold no references to records that went on
+	if r.clearBuf {
+		clear(buf) // hold no references to records that went on
+	}
 	r.buf = buf
 }
 

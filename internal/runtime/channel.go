@@ -69,6 +69,8 @@ type Channel[T any] struct {
 	freeTS   chan []int64
 	doorbell chan struct{} // the consuming task's; rung after each send
 	stats    *ChannelStats
+	// clearRecs: T holds pointers, so a recycled batch is cleared first.
+	clearRecs bool
 }
 
 // ChannelStats are a channel's counters, read concurrently by metrics.
@@ -93,11 +95,12 @@ func NewChannel[T any](capacity int, doorbell chan struct{}, stats *ChannelStats
 		stats = new(ChannelStats)
 	}
 	return &Channel[T]{
-		queue:    make(chan envelope[T], capacity),
-		free:     make(chan []T, capacity+2),
-		freeTS:   make(chan []int64, capacity+2),
-		doorbell: doorbell,
-		stats:    stats,
+		queue:     make(chan envelope[T], capacity),
+		free:      make(chan []T, capacity+2),
+		freeTS:    make(chan []int64, capacity+2),
+		doorbell:  doorbell,
+		stats:     stats,
+		clearRecs: HoldsPointers[T](),
 	}
 }
 
@@ -145,7 +148,9 @@ func (c *Channel[T]) timestamps(n int) []int64 {
 }
 
 func (c *Channel[T]) recycle(env envelope[T]) {
-	clear(env.recs) // drop references so that the GC can free what records point to
+	if c.clearRecs {
+		clear(env.recs) // drop references so that the GC can free what records point to
+	}
 	select {
 	case c.free <- env.recs[:0]:
 	default:
