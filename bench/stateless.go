@@ -51,15 +51,18 @@ func StatelessBaselineIndirect(n int64, gen func(int64) int64, mapFn func(int64)
 // weir side of BenchmarkStatelessChain only (pprof -focus on the source
 // driver, so that the baselines compile the same with or without it). With
 // it, the compiler turns the hot calls through function values in the
-// batch loops (Scale in the map, NotFifth in the filter, the sink's
-// WriteBatch) into guarded direct calls and inlines them. go test applies
+// batch loops (Scale and NotFifth in the fused map→filter pass,
+// mapOp.emitFiltered; the sink's WriteBatch) into guarded direct calls and
+// inlines them. go test applies
 // -pgo=auto only to main packages, so the profile must be named:
 //
 //	go test -run '^$' -bench BenchmarkStatelessChain -benchtime 1x -pgo=bench/default.pgo ./bench/
 //
-// Regenerate it after changing the operators or the workload:
+// Regenerate it after changing the operators or the workload (the
+// benchmark's own flags go after the package: before it, go test takes an
+// unknown flag as the end of its own and tests the current directory):
 //
-//	go test -run '^$' -bench BenchmarkStatelessChain -benchtime 1x -pgo=off -stateless.rounds=15 -cpuprofile /tmp/stateless.prof ./bench/
+//	go test -run '^$' -bench BenchmarkStatelessChain -benchtime 1x -pgo=off -cpuprofile /tmp/stateless.prof ./bench/ -stateless.rounds=15
 //	go tool pprof -proto -focus 'sourceDriver' /tmp/stateless.prof > bench/default.pgo
 
 // RunStateless runs source → map → filter → sink over the numbers 0..n-1
