@@ -46,7 +46,7 @@ bench-pgo:
 # stateless chain.
 pgo:
 	mkdir -p out
-	$(GO) test -run '^$$' -bench BenchmarkStatelessChain -benchtime 1x -pgo=off -stateless.rounds=15 -cpuprofile out/stateless.prof ./bench/
+	$(GO) test -run '^$$' -bench BenchmarkStatelessChain -benchtime 1x -pgo=off -cpuprofile out/stateless.prof ./bench/ -stateless.rounds=15
 	$(GO) tool pprof -proto -focus 'sourceDriver' out/stateless.prof > bench/default.pgo
 
 # Every Nexmark query (not q6) on 10M events, exactly-once checkpoints every

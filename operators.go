@@ -7,6 +7,7 @@ import (
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/runtime"
+	"github.com/weirstream/weir/internal/typeinfo"
 	"github.com/weirstream/weir/internal/watermark"
 )
 
@@ -24,7 +25,7 @@ func (lifecycle) Close() error  { return nil }
 // Each keeps scratch slices for its output, reused from batch to batch
 // (the callee of EmitBatch keeps nothing), and clears them after use so
 // that they hold no references to records that are gone — unless the
-// record type holds no pointers (runtime.HoldsPointers, decided when the
+// record type holds no pointers (typeinfo.HoldsPointers, decided when the
 // operator is built), when there is nothing to release.
 
 type mapOp[T, U any] struct {
@@ -44,7 +45,7 @@ type mapOp[T, U any] struct {
 }
 
 func newMapOp[T, U any](fn func(T) U, out runtime.Output[U], env *opEnv) *mapOp[T, U] {
-	o := &mapOp[T, U]{fn: fn, out: out, bout: runtime.Batched(out), clearScratch: runtime.HoldsPointers[U](),
+	o := &mapOp[T, U]{fn: fn, out: out, bout: runtime.Batched(out), clearScratch: typeinfo.HoldsPointers[U](),
 		cur: env.cursor, idx: env.index}
 	// The port hands a map the bare input of its consumer only when that
 	// consumer is chained, is the only one and counts the records it
@@ -163,7 +164,7 @@ type flatMapOp[T, U any] struct {
 func newFlatMapOp[T, U any](fn func(T, Collector[U]), out runtime.Output[U], env *opEnv) *flatMapOp[T, U] {
 	op := &flatMapOp[T, U]{fn: fn, cur: env.cursor, idx: env.index}
 	op.coll = newCollector(out, &op.ts, env)
-	op.batch = batchCollector[U]{out: runtime.Batched(out), clearRecs: runtime.HoldsPointers[U](), cur: env.cursor, idx: env.index}
+	op.batch = batchCollector[U]{out: runtime.Batched(out), clearRecs: typeinfo.HoldsPointers[U](), cur: env.cursor, idx: env.index}
 	return op
 }
 
@@ -258,7 +259,7 @@ type filterOp[T any] struct {
 }
 
 func newFilterOp[T any](keep func(T) bool, out runtime.Output[T], env *opEnv) *filterOp[T] {
-	return &filterOp[T]{keep: keep, out: out, bout: runtime.Batched(out), clearScratch: runtime.HoldsPointers[T](),
+	return &filterOp[T]{keep: keep, out: out, bout: runtime.Batched(out), clearScratch: typeinfo.HoldsPointers[T](),
 		cur: env.cursor, idx: env.index}
 }
 

@@ -1,7 +1,6 @@
 package datagen
 
 import (
-	"reflect"
 	"slices"
 	"testing"
 
@@ -135,35 +134,6 @@ func TestSequenceFill(t *testing.T) {
 					t.Fatalf("step %d, %d records: buf[%d] = %d, want %d", step, n, j, v, want)
 				}
 			}
-		}
-	}
-}
-
-func TestHoldsPointers(t *testing.T) {
-	type flat struct {
-		A int64
-		B [2]float64
-	}
-	type named struct {
-		ID   int64
-		Name string
-	}
-	tests := []struct {
-		name string
-		typ  reflect.Type
-		want bool
-	}{
-		{"int64", reflect.TypeFor[int64](), false},
-		{"struct of scalars", reflect.TypeFor[flat](), false},
-		{"empty array of pointers", reflect.TypeFor[[0]*int](), false},
-		{"string", reflect.TypeFor[string](), true},
-		{"struct with a string", reflect.TypeFor[named](), true},
-		{"array of slices", reflect.TypeFor[[2][]byte](), true},
-		{"interface", reflect.TypeFor[any](), true},
-	}
-	for _, tt := range tests {
-		if got := holdsPointers(tt.typ); got != tt.want {
-			t.Errorf("holdsPointers(%s) = %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/weirstream/weir/internal/typeinfo"
 	"math"
-	"reflect"
 	"slices"
 
 	"github.com/weirstream/weir/connector"
@@ -167,7 +167,7 @@ func (s *Source[T]) NewReader(ctx connector.ReaderContext) (connector.Reader[T],
 	r := &reader[T]{
 		gen:      s.gen,
 		fill:     s.fill,
-		clearBuf: holdsPointers(reflect.TypeFor[T]()),
+		clearBuf: typeinfo.HoldsPointers[T](),
 		n:        s.n,
 		batch:    opts.BatchSize,
 		ids:      make(map[string]bool),

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"github.com/weirstream/weir/internal/typeinfo"
 	"sync/atomic"
 	"time"
 
@@ -100,7 +101,7 @@ func NewChannel[T any](capacity int, doorbell chan struct{}, stats *ChannelStats
 		freeTS:    make(chan []int64, capacity+2),
 		doorbell:  doorbell,
 		stats:     stats,
-		clearRecs: HoldsPointers[T](),
+		clearRecs: typeinfo.HoldsPointers[T](),
 	}
 }
 
