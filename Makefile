@@ -8,7 +8,7 @@ GO ?= go
 GOFMT = $(shell GOTOOLCHAIN=$(GOTOOLCHAIN) $(GO) env GOROOT)/bin/gofmt
 
 # Packages whose goroutines talk to each other: tested with the race detector.
-RACE_PKGS := ./internal/runtime/... ./connectors/... .
+RACE_PKGS := ./internal/runtime/... ./connectors/... ./codec/... .
 
 .PHONY: all build demo test test-short vet fmt bench bench-pgo pgo nexmark clean
 
