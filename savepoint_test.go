@@ -112,27 +112,10 @@ func spSameMultiset(t *testing.T, what string, got, want []string) {
 // whether the multisets are equal.
 func spSameMultisetErr(t *testing.T, what string, got, want []string) bool {
 	t.Helper()
-	cnt := map[string]int{}
-	for _, w := range want {
-		cnt[w]++
-	}
-	for _, g := range got {
-		cnt[g]--
-	}
-	var missing, extra []string
-	for k, v := range cnt {
-		for ; v > 0; v-- {
-			missing = append(missing, k)
-		}
-		for ; v < 0; v++ {
-			extra = append(extra, k)
-		}
-	}
+	missing, extra := multisetDiff(want, got)
 	if len(missing) == 0 && len(extra) == 0 {
 		return true
 	}
-	slices.Sort(missing)
-	slices.Sort(extra)
 	t.Errorf("%s: got %d records, want %d; %d missing (first %v), %d extra/duplicated (first %v)",
 		what, len(got), len(want), len(missing), missing[:min(10, len(missing))], len(extra), extra[:min(10, len(extra))])
 	return false

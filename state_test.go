@@ -130,24 +130,7 @@ func runStateKinds(t *testing.T, backend string) weir.CheckpointSummary {
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		// The difference as multisets: a row committed twice shows.
-		n := map[string]int{}
-		for _, g := range got {
-			n[g]++
-		}
-		for _, w := range want {
-			n[w]--
-		}
-		var extra, missing []string
-		for r, c := range n {
-			for ; c > 0; c-- {
-				extra = append(extra, r)
-			}
-			for ; c < 0; c++ {
-				missing = append(missing, r)
-			}
-		}
-		slices.Sort(extra)
-		slices.Sort(missing)
+		missing, extra := multisetDiff(want, got)
 		t.Fatalf("got %d results, want %d (restored from checkpoint %d)\nnot wanted: %v\nmissing:    %v", len(got), len(want), sum.Restored, extra, missing)
 	}
 	return sum
