@@ -110,8 +110,7 @@ func (o *mapOp[T, U]) emitFiltered(recs []T, ts []int64) {
 	f.in.N += int64(len(recs))
 	cur, mapIdx, filterIdx := o.cur, o.idx, f.idx
 	fn, keep := o.fn, f.keep
-	kept := slices.Grow(f.scratch[:0], len(recs))[:len(recs)]
-	f.scratch = kept
+	kept := f.scratchFor(len(recs))
 	n := 0
 	if ts == nil {
 		// As in filterOp.EmitBatch: every record is stored, and the count
@@ -125,12 +124,9 @@ func (o *mapOp[T, U]) emitFiltered(recs []T, ts []int64) {
 				n++
 			}
 		}
-		if n > 0 {
-			f.bout.EmitBatch(kept[:n], nil)
-		}
+		f.emitKept(kept, nil, n)
 	} else {
-		keptTS := slices.Grow(f.tss[:0], len(recs))[:len(recs)]
-		f.tss = keptTS
+		keptTS := f.timestampsFor(len(recs))
 		ts = ts[:len(recs)]
 		for i, r := range recs {
 			cur.Current = mapIdx
@@ -141,12 +137,7 @@ func (o *mapOp[T, U]) emitFiltered(recs []T, ts []int64) {
 				n++
 			}
 		}
-		if n > 0 {
-			f.bout.EmitBatch(kept[:n], keptTS[:n])
-		}
-	}
-	if f.clearScratch {
-		clear(kept)
+		f.emitKept(kept, keptTS, n)
 	}
 }
 
@@ -277,8 +268,7 @@ func (o *filterOp[T]) EmitBatch(recs []T, ts []int64) {
 	o.cur.Current = o.idx
 	o.in.N += int64(len(recs))
 	keep := o.keep
-	kept := slices.Grow(o.scratch[:0], len(recs))[:len(recs)]
-	o.scratch = kept
+	kept := o.scratchFor(len(recs))
 	n := 0
 	if ts == nil {
 		// Every record is stored and the count advances only past the
@@ -289,12 +279,9 @@ func (o *filterOp[T]) EmitBatch(recs []T, ts []int64) {
 				n++
 			}
 		}
-		if n > 0 {
-			o.bout.EmitBatch(kept[:n], nil)
-		}
+		o.emitKept(kept, nil, n)
 	} else {
-		keptTS := slices.Grow(o.tss[:0], len(recs))[:len(recs)]
-		o.tss = keptTS
+		keptTS := o.timestampsFor(len(recs))
 		ts = ts[:len(recs)]
 		for i, r := range recs {
 			kept[n], keptTS[n] = r, ts[i]
@@ -302,9 +289,31 @@ func (o *filterOp[T]) EmitBatch(recs []T, ts []int64) {
 				n++
 			}
 		}
-		if n > 0 {
-			o.bout.EmitBatch(kept[:n], keptTS[:n])
+		o.emitKept(kept, keptTS, n)
+	}
+}
+
+// scratchFor returns the filter's scratch slice of records, n long, reused
+// from batch to batch.
+func (o *filterOp[T]) scratchFor(n int) []T {
+	o.scratch = slices.Grow(o.scratch[:0], n)[:n]
+	return o.scratch
+}
+
+// timestampsFor returns the filter's scratch slice of timestamps, n long.
+func (o *filterOp[T]) timestampsFor(n int) []int64 {
+	o.tss = slices.Grow(o.tss[:0], n)[:n]
+	return o.tss
+}
+
+// emitKept sends the first n records of kept (and of keptTS, unless nil)
+// on in one batch, and then releases what kept refers to.
+func (o *filterOp[T]) emitKept(kept []T, keptTS []int64, n int) {
+	if n > 0 {
+		if keptTS != nil {
+			keptTS = keptTS[:n]
 		}
+		o.bout.EmitBatch(kept[:n], keptTS)
 	}
 	if o.clearScratch {
 		clear(kept)

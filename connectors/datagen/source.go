@@ -5,11 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/weirstream/weir/internal/typeinfo"
 	"math"
 	"slices"
 
 	"github.com/weirstream/weir/connector"
+	"github.com/weirstream/weir/internal/typeinfo"
 )
 
 var _ connector.Source[int64] = (*Source[int64])(nil)

@@ -2,12 +2,12 @@ package runtime
 
 import (
 	"context"
-	"github.com/weirstream/weir/internal/typeinfo"
 	"sync/atomic"
 	"time"
 
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/metrics"
+	"github.com/weirstream/weir/internal/typeinfo"
 )
 
 // NoTimestamp marks a record without an event-time timestamp.

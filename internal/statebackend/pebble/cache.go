@@ -70,9 +70,8 @@ type writeCache struct {
 	// power of two, mask that length - 1.
 	index []uint64
 	mask  uint64
-	live  int // entries in use
 	// entries holds the cached entries, and free ones whose indices are
-	// in free. The CLOCK hand walks it.
+	// in free (live counts the others). The CLOCK hand walks it.
 	entries []cacheEntry
 	free    []uint32
 	hand    int
@@ -141,6 +140,9 @@ func newWriteCache(budget int64, db func() *pebble.DB, commit func(*pebble.Batch
 // restoring disables the filter of keys written: the database is about
 // to hold entries the cache never wrote.
 func (w *writeCache) restoring() { w.written = nil }
+
+// live returns the number of entries in use.
+func (w *writeCache) live() int { return len(w.entries) - len(w.free) }
 
 func (e *cacheEntry) key() []byte   { return e.kv[:e.klen] }
 func (e *cacheEntry) value() []byte { return e.kv[e.klen:] }
@@ -235,7 +237,7 @@ func (w *writeCache) forget(key []byte) {
 // insert adds an entry for key, absent, at slot of the table (where
 // lookup found none); h is the key's hash. It returns the entry's index.
 func (w *writeCache) insert(id uint64, key []byte, slot, h uint64) int {
-	if 2*(w.live+1) > len(w.index) {
+	if 2*(w.live()+1) > len(w.index) {
 		w.grow()
 		slot = w.emptySlot(h >> 32)
 	}
@@ -250,7 +252,6 @@ func (w *writeCache) insert(id uint64, key []byte, slot, h uint64) int {
 	e := &w.entries[i]
 	*e = cacheEntry{kv: append(e.kv[:0], key...), hash: h, id: id, klen: uint32(len(key)), used: true, ref: true}
 	w.index[slot] = h>>32<<32 | uint64(i+1)
-	w.live++
 	w.size += e.cost()
 	return int(i)
 }
@@ -326,7 +327,6 @@ func (w *writeCache) remove(i uint32) {
 	}
 	*e = cacheEntry{kv: kv}
 	w.free = append(w.free, i)
-	w.live--
 }
 
 // unindex removes the slot of entry i, whose hash has the high half tag,
@@ -362,7 +362,7 @@ func (w *writeCache) evictIfFull() error {
 	}
 	target := w.budget - w.budget/16
 	ws := &w.sorting
-	for w.size > target && w.live > 0 {
+	for w.size > target && w.live() > 0 {
 		if w.hand >= len(w.entries) {
 			w.hand = 0
 		}
@@ -512,7 +512,7 @@ func (w *writeCache) reset() {
 	clear(w.index)
 	clear(w.entries)
 	w.entries, w.free = w.entries[:0], w.free[:0]
-	w.live, w.hand, w.size = 0, 0, 0
+	w.hand, w.size = 0, 0
 	clear(w.dirty)
 	w.sorting.reset()
 }

@@ -180,7 +180,7 @@ func TestWriteCacheEvicts(t *testing.T) {
 			t.Fatalf("%s = %q %v", k, v, ok)
 		}
 	}
-	if b.cache.live == 0 {
+	if b.cache.live() == 0 {
 		t.Fatal("no entry left in the cache")
 	}
 	checkCache(t, b.cache)
@@ -237,16 +237,16 @@ func checkCache(t *testing.T, w *writeCache) {
 		}
 	}
 	switch {
-	case used != w.live || slots != w.live:
-		t.Fatalf("%d used entries, %d slots, live %d", used, slots, w.live)
+	case used != w.live() || slots != w.live():
+		t.Fatalf("%d used entries, %d slots, live %d", used, slots, w.live())
 	case used+len(w.free) != len(w.entries):
 		t.Fatalf("%d used and %d free of %d entries", used, len(w.free), len(w.entries))
 	case dirty != 0:
 		t.Fatal("the dirty lists and the dirty entries differ in number")
 	case size != w.size:
 		t.Fatalf("size %d, the entries cost %d", w.size, size)
-	case 2*w.live > len(w.index):
-		t.Fatalf("%d entries in a table of %d slots", w.live, len(w.index))
+	case 2*w.live() > len(w.index):
+		t.Fatalf("%d entries in a table of %d slots", w.live(), len(w.index))
 	}
 }
 
