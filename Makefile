@@ -42,12 +42,17 @@ bench:
 bench-pgo:
 	$(GO) test -run '^$$' -bench BenchmarkStatelessChain -benchtime 1x -count 1 -pgo=bench/default.pgo ./bench/
 
-# Regenerates bench/default.pgo from a profile of the weir side of the
-# stateless chain.
+# Regenerates bench/default.pgo from profiles of the weir side of the
+# stateless chain, one with each of the filter's loops (so that the build
+# has both devirtualized and the adaptive filter chooses between them as
+# they are; a profile of the adaptive run would hold only the loop it chose
+# without PGO). 40 rounds, so that the two-instruction map function gets
+# samples of its own.
 pgo:
 	mkdir -p out
-	$(GO) test -run '^$$' -bench BenchmarkStatelessChain -benchtime 1x -pgo=off -cpuprofile out/stateless.prof ./bench/ -stateless.rounds=15
-	$(GO) tool pprof -proto -focus 'sourceDriver' out/stateless.prof > bench/default.pgo
+	$(GO) test -run '^$$' -bench BenchmarkStatelessChain -benchtime 1x -pgo=off -cpuprofile out/stateless-free.prof ./bench/ -stateless.rounds=40 -stateless.filterloop=branch-free
+	$(GO) test -run '^$$' -bench BenchmarkStatelessChain -benchtime 1x -pgo=off -cpuprofile out/stateless-branching.prof ./bench/ -stateless.rounds=40 -stateless.filterloop=branching
+	$(GO) tool pprof -proto -focus 'sourceDriver' out/stateless-free.prof out/stateless-branching.prof > bench/default.pgo
 
 # Every Nexmark query (not q6) on 10M events, exactly-once checkpoints every
 # 10 s, on heap and on pebble: a markdown table beside Flink's per-core

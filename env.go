@@ -274,6 +274,8 @@ type opEnv struct {
 	// backend and stateDir choose the keyed state backend and its local
 	// working directory (pebble).
 	backend, stateDir string
+	// filterLoop: Options.FilterLoop.
+	filterLoop string
 	// incremental and localRecovery: Options.Checkpointing's.
 	incremental, localRecovery bool
 	// changelog: Options.Checkpointing.Changelog.
@@ -300,7 +302,7 @@ func (bc *buildCtx) opEnv(n *nodeBase, s int) *opEnv {
 		env.keyGroups = keygroup.RangeFor(bc.opts.MaxParallelism, par, s)
 	}
 	env.attempt, env.responder, env.taskID = bc.attempt, bc.responder, bc.task(n, s).ID
-	env.backend = bc.opts.StateBackend
+	env.backend, env.filterLoop = bc.opts.StateBackend, bc.opts.FilterLoop
 	env.incremental, env.localRecovery = bc.opts.Checkpointing.Incremental, bc.opts.Checkpointing.LocalRecovery
 	env.changelog = bc.opts.Checkpointing.Changelog
 	env.stateDir = filepath.Join(bc.opts.LocalStateDir, unsafeName.ReplaceAllString(bc.opts.JobID, "_"))

@@ -3,8 +3,11 @@ package weir
 import (
 	"fmt"
 	"slices"
+	"time"
+	"unsafe"
 
 	"github.com/weirstream/weir/connector"
+	"github.com/weirstream/weir/internal/adapt"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/internal/typeinfo"
@@ -90,12 +93,17 @@ func (o *mapOp[T, U]) EmitBatch(recs []T, ts []int64) {
 // a pass each and store the mapped batch in between. What reaches the
 // filter's output, and when, is what the two batch paths give: the same
 // records, timestamps and batch. Each operator counts the records it
-// receives as before, and the Cursor names the map while its function
-// runs and the filter while the filter's runs, so that a panic is blamed
-// on the operator whose function raised it (two stores per record: the
-// price of exact blame). Fusion cannot reorder records and control
-// events: barriers and watermarks travel between batches, and this is
-// one batch.
+// receives as before. The filter's Chooser picks the loop, as in
+// filterOp.EmitBatch. Fusion cannot reorder records and control events:
+// barriers and watermarks travel between batches, and this is one batch.
+//
+// Blame costs the pass nothing per record: the Cursor names the map for
+// the whole pass, and if a function panics, blameFused, deferred, reads
+// the panicking stack to see which of the two calls was in progress and
+// names the filter when it was the filter's. (Storing the Cursor around
+// each call, as before, cost the branching loop 10%.) The stores into the
+// scratch slices go through unsafe pointers: n <= i < len(recs) ==
+// len(kept), which the compiler cannot prove.
 //
 // It is kept out of line: profile-guided optimization turns the calls of
 // fn and keep into guarded direct calls and inlines them (Scale and
@@ -108,36 +116,78 @@ func (o *mapOp[T, U]) emitFiltered(recs []T, ts []int64) {
 	f := o.filter
 	o.in.N += int64(len(recs))
 	f.in.N += int64(len(recs))
-	cur, mapIdx, filterIdx := o.cur, o.idx, f.idx
 	fn, keep := o.fn, f.keep
 	kept := f.scratchFor(len(recs))
-	n := 0
-	if ts == nil {
-		// As in filterOp.EmitBatch: every record is stored, and the count
-		// advances past the kept ones only.
-		for _, r := range recs {
-			cur.Current = mapIdx
-			u := fn(r)
-			cur.Current = filterIdx
-			kept[n] = u
-			if keep(u) {
-				n++
-			}
-		}
-		f.emitKept(kept, nil, n)
-	} else {
-		keptTS := f.timestampsFor(len(recs))
+	at := unsafe.Pointer(unsafe.SliceData(kept))
+	var keptTS []int64
+	var atTS unsafe.Pointer
+	if ts != nil {
+		keptTS = f.timestampsFor(len(recs))
+		atTS = unsafe.Pointer(unsafe.SliceData(keptTS))
 		ts = ts[:len(recs)]
-		for i, r := range recs {
-			cur.Current = mapIdx
+	}
+	flavor, timed := f.adapt.Next(len(recs))
+	var start time.Time
+	if timed {
+		start = time.Now()
+	}
+	o.cur.Current = o.idx
+	passed := false
+	defer func() {
+		if !passed {
+			o.blameFused()
+		}
+	}()
+	n := 0
+	switch {
+	case ts == nil && flavor == branchFree:
+		for _, r := range recs {
 			u := fn(r)
-			cur.Current = filterIdx
-			kept[n], keptTS[n] = u, ts[i]
+			*(*U)(unsafe.Add(at, uintptr(n)*unsafe.Sizeof(u))) = u
 			if keep(u) {
 				n++
 			}
 		}
-		f.emitKept(kept, keptTS, n)
+	case ts == nil:
+		for _, r := range recs {
+			u := fn(r)
+			if keep(u) {
+				*(*U)(unsafe.Add(at, uintptr(n)*unsafe.Sizeof(u))) = u
+				n++
+			}
+		}
+	case flavor == branchFree:
+		for i, r := range recs {
+			u := fn(r)
+			*(*U)(unsafe.Add(at, uintptr(n)*unsafe.Sizeof(u))) = u
+			*(*int64)(unsafe.Add(atTS, uintptr(n)*8)) = ts[i]
+			if keep(u) {
+				n++
+			}
+		}
+	default:
+		for i, r := range recs {
+			u := fn(r)
+			if keep(u) {
+				*(*U)(unsafe.Add(at, uintptr(n)*unsafe.Sizeof(u))) = u
+				*(*int64)(unsafe.Add(atTS, uintptr(n)*8)) = ts[i]
+				n++
+			}
+		}
+	}
+	passed = true
+	if timed {
+		f.adapt.Observe(flavor, len(recs), time.Since(start).Nanoseconds())
+	}
+	f.emitKept(kept, keptTS, n)
+}
+
+// blameFused runs when a function panicked during emitFiltered's pass
+// (the Cursor names the map): if the pass was in its call of the filter's
+// function, the Cursor names the filter.
+func (o *mapOp[T, U]) blameFused() {
+	if inFusedFilterCall() {
+		o.cur.Current = o.filter.idx
 	}
 }
 
@@ -245,13 +295,35 @@ type filterOp[T any] struct {
 	scratch      []T
 	tss          []int64
 	clearScratch bool // T holds pointers
-	cur          *runtime.Cursor
-	idx          int
+	// adapt picks the batch loop (EmitBatch), for the fused map→filter
+	// pass too.
+	adapt *adapt.Chooser
+	cur   *runtime.Cursor
+	idx   int
 }
+
+// The flavors of the filter's batch loop (EmitBatch).
+const (
+	branchFree adapt.Flavor = iota
+	branching
+)
 
 func newFilterOp[T any](keep func(T) bool, out runtime.Output[T], env *opEnv) *filterOp[T] {
 	return &filterOp[T]{keep: keep, out: out, bout: runtime.Batched(out), clearScratch: typeinfo.HoldsPointers[T](),
-		cur: env.cursor, idx: env.index}
+		adapt: filterChooser(env.filterLoop), cur: env.cursor, idx: env.index}
+}
+
+// filterChooser returns the Chooser of a filter's loop for
+// Options.FilterLoop (validated; "" is adaptive too, for operators built
+// without Options).
+func filterChooser(loop string) *adapt.Chooser {
+	switch loop {
+	case "branch-free":
+		return adapt.Fixed(branchFree)
+	case "branching":
+		return adapt.Fixed(branching)
+	}
+	return adapt.New(adapt.Options{})
 }
 
 func (o *filterOp[T]) Emit(rec T, ts int64) {
@@ -263,24 +335,39 @@ func (o *filterOp[T]) Emit(rec T, ts int64) {
 }
 
 // EmitBatch implements runtime.BatchOutput: the kept records (and their
-// timestamps) are compacted into scratch slices and sent on in one batch.
+// timestamps) are compacted into scratch slices and sent on in one batch,
+// by one of two loops that the filter's Chooser picks (package adapt):
+//   - branchFree stores every record and advances the count past the kept
+//     ones only: no branch on the user's answer, so nothing to mispredict;
+//   - branching stores the kept records only, behind a branch on the
+//     answer: faster when the answers follow a pattern the CPU predicts.
 func (o *filterOp[T]) EmitBatch(recs []T, ts []int64) {
 	o.cur.Current = o.idx
 	o.in.N += int64(len(recs))
 	keep := o.keep
 	kept := o.scratchFor(len(recs))
+	flavor, timed := o.adapt.Next(len(recs))
+	var start time.Time
+	if timed {
+		start = time.Now()
+	}
 	n := 0
-	if ts == nil {
-		// Every record is stored and the count advances only past the
-		// kept ones: no branch on the user's answer but the increment.
+	switch {
+	case ts == nil && flavor == branchFree:
 		for _, r := range recs {
 			kept[n] = r
 			if keep(r) {
 				n++
 			}
 		}
-		o.emitKept(kept, nil, n)
-	} else {
+	case ts == nil:
+		for _, r := range recs {
+			if keep(r) {
+				kept[n] = r
+				n++
+			}
+		}
+	case flavor == branchFree:
 		keptTS := o.timestampsFor(len(recs))
 		ts = ts[:len(recs)]
 		for i, r := range recs {
@@ -289,7 +376,23 @@ func (o *filterOp[T]) EmitBatch(recs []T, ts []int64) {
 				n++
 			}
 		}
-		o.emitKept(kept, keptTS, n)
+	default:
+		keptTS := o.timestampsFor(len(recs))
+		ts = ts[:len(recs)]
+		for i, r := range recs {
+			if keep(r) {
+				kept[n], keptTS[n] = r, ts[i]
+				n++
+			}
+		}
+	}
+	if timed {
+		o.adapt.Observe(flavor, len(recs), time.Since(start).Nanoseconds())
+	}
+	if ts == nil {
+		o.emitKept(kept, nil, n)
+	} else {
+		o.emitKept(kept, o.tss, n)
 	}
 }
 

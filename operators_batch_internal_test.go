@@ -2,12 +2,14 @@ package weir
 
 import (
 	"fmt"
+	goruntime "runtime"
 	"slices"
 	"testing"
 
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connectors/collect"
 	"github.com/weirstream/weir/connectors/datagen"
+	"github.com/weirstream/weir/internal/adapt"
 	"github.com/weirstream/weir/internal/runtime"
 )
 
@@ -77,10 +79,11 @@ func TestOperatorBatchesMatchRecords(t *testing.T) {
 		stamps[i] = int64(1000 + i)
 	}
 	stamps[3] = runtime.NoTimestamp
-	ops := []struct {
+	type opCase struct {
 		name string
 		make func(out runtime.Output[int], env *opEnv) testOp
-	}{
+	}
+	ops := []opCase{
 		{"map", func(out runtime.Output[int], env *opEnv) testOp {
 			return newMapOp(func(v int) int { return 3*v + 1 }, out, env)
 		}},
@@ -97,6 +100,16 @@ func TestOperatorBatchesMatchRecords(t *testing.T) {
 				}
 			}, out, env)
 		}},
+	}
+	// Each loop of the filter, on a pattern and on random answers.
+	for _, flavor := range []adapt.Flavor{branchFree, branching} {
+		for name, keep := range map[string]func(int) bool{"fifths": func(v int) bool { return v%5 != 0 }, "random": randomKeep} {
+			ops = append(ops, opCase{fmt.Sprintf("filter %s flavor=%d", name, flavor), func(out runtime.Output[int], env *opEnv) testOp {
+				f := newFilterOp(keep, out, env)
+				f.adapt = adapt.Fixed(flavor)
+				return f
+			}})
+		}
 	}
 	for _, op := range ops {
 		for _, downstream := range []string{"plain", "batch"} {
@@ -289,60 +302,78 @@ func TestMapFilterFusion(t *testing.T) {
 		"fifths": func(v int) bool { return v%5 != 0 },
 		"none":   func(int) bool { return false },
 		"all":    func(int) bool { return true },
+		"random": randomKeep,
+	}
+	// The filter's Chooser picks the fused loop too: each is run, and the
+	// adaptive choice, which tries both in its first batches.
+	flavors := map[string]func() *adapt.Chooser{
+		"adaptive":   func() *adapt.Chooser { return adapt.New(adapt.Options{Trials: 1, Exploit: 1, MinRecords: 1}) },
+		"branchFree": func() *adapt.Chooser { return adapt.Fixed(branchFree) },
+		"branching":  func() *adapt.Chooser { return adapt.Fixed(branching) },
 	}
 	for name, keep := range keeps {
-		for _, timed := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/timed=%v", name, timed), func(t *testing.T) {
-				var ts []int64
-				if timed {
-					ts = stamps
-				}
-				run := func(batches bool) (*batchOut, *mapOp[int, int], *filterOp[int]) {
-					cur := new(runtime.Cursor)
-					down := &batchOut{plainOut{cur: cur, idx: 3}}
-					f := newFilterOp(keep, down, &opEnv{cursor: cur, index: 2})
-					m := newMapOp(scale, f, &opEnv{cursor: cur, index: 1})
-					if m.filter != f {
-						t.Fatal("a map whose output is a filter is not fused with it")
+		for flavor, chooser := range flavors {
+			for _, timed := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%s/timed=%v", name, flavor, timed), func(t *testing.T) {
+					var ts []int64
+					if timed {
+						ts = stamps
 					}
-					if !batches {
-						for i, v := range input {
-							st := runtime.NoTimestamp
-							if ts != nil {
-								st = ts[i]
+					run := func(batches bool) (*batchOut, *mapOp[int, int], *filterOp[int]) {
+						cur := new(runtime.Cursor)
+						down := &batchOut{plainOut{cur: cur, idx: 3}}
+						f := newFilterOp(keep, down, &opEnv{cursor: cur, index: 2})
+						f.adapt = chooser()
+						m := newMapOp(scale, f, &opEnv{cursor: cur, index: 1})
+						if m.filter != f {
+							t.Fatal("a map whose output is a filter is not fused with it")
+						}
+						if !batches {
+							for i, v := range input {
+								st := runtime.NoTimestamp
+								if ts != nil {
+									st = ts[i]
+								}
+								m.Emit(v, st)
 							}
-							m.Emit(v, st)
+							return down, m, f
+						}
+						for _, b := range [][2]int{{0, 1}, {1, 1024}, {1024, 2500}, {2500, 2500}} {
+							var bts []int64
+							if ts != nil {
+								bts = ts[b[0]:b[1]]
+							}
+							m.EmitBatch(input[b[0]:b[1]], bts)
 						}
 						return down, m, f
 					}
-					for _, b := range [][2]int{{0, 1}, {1, 1024}, {1024, 2500}, {2500, 2500}} {
-						var bts []int64
-						if ts != nil {
-							bts = ts[b[0]:b[1]]
+					want, _, _ := run(false)
+					got, m, f := run(true)
+					wr, wt := flat(want.got)
+					gr, gt := flat(got.got)
+					if !slices.Equal(gr, wr) || !slices.Equal(gt, wt) {
+						t.Errorf("fused batches gave %d records %v… (ts %v…), records gave %d %v… (ts %v…)",
+							len(gr), gr[:min(len(gr), 8)], gt[:min(len(gt), 8)], len(wr), wr[:min(len(wr), 8)], wt[:min(len(wt), 8)])
+					}
+					if m.in.N != n || f.in.N != n {
+						t.Errorf("records in: map %d, filter %d; want %d each", m.in.N, f.in.N, n)
+					}
+					for _, d := range got.got {
+						if !d.batch || timed != (d.ts != nil) {
+							t.Fatalf("the downstream got %+v; want batches, with timestamps %v", d, timed)
 						}
-						m.EmitBatch(input[b[0]:b[1]], bts)
 					}
-					return down, m, f
-				}
-				want, _, _ := run(false)
-				got, m, f := run(true)
-				wr, wt := flat(want.got)
-				gr, gt := flat(got.got)
-				if !slices.Equal(gr, wr) || !slices.Equal(gt, wt) {
-					t.Errorf("fused batches gave %d records %v… (ts %v…), records gave %d %v… (ts %v…)",
-						len(gr), gr[:min(len(gr), 8)], gt[:min(len(gt), 8)], len(wr), wr[:min(len(wr), 8)], wt[:min(len(wt), 8)])
-				}
-				if m.in.N != n || f.in.N != n {
-					t.Errorf("records in: map %d, filter %d; want %d each", m.in.N, f.in.N, n)
-				}
-				for _, d := range got.got {
-					if !d.batch || timed != (d.ts != nil) {
-						t.Fatalf("the downstream got %+v; want batches, with timestamps %v", d, timed)
-					}
-				}
-			})
+				})
+			}
 		}
 	}
+}
+
+// randomKeep keeps about half the records, as a hash of the record decides:
+// answers no branch predictor can learn.
+func randomKeep(v int) bool {
+	x := uint64(v) * 0x9e3779b97f4a7c15
+	return (x^x>>29)&1 == 0
 }
 
 // TestMapFilterFusionBlame: a panic in the middle of a fused batch names
@@ -368,6 +399,13 @@ func TestMapFilterFusionBlame(t *testing.T) {
 			}
 			return true
 		}, 2},
+		// The panic is raised deeper down, in a function the user's
+		// function calls.
+		{"filter-helper", func(v int) int { return v }, func(v int) bool { return checkRecord(v, bad) }, 2},
+		{"map-helper", func(v int) int { return v + boolInt(checkRecord(v, bad)) }, func(int) bool { return true }, 1},
+		// Method values: the pass calls the compiler's wrapper.
+		{"filter-method", func(v int) int { return v }, recordChecker{bad}.keep, 2},
+		{"map-method", recordChecker{bad}.mapped, func(int) bool { return true }, 1},
 	}
 	input := make([]int, 1024)
 	stamps := make([]int64, len(input))
@@ -377,20 +415,95 @@ func TestMapFilterFusionBlame(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for _, timed := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/timed=%v", tt.culprit, timed), func(t *testing.T) {
+			for _, flavor := range []adapt.Flavor{branchFree, branching} {
+				t.Run(fmt.Sprintf("%s/timed=%v/flavor=%d", tt.culprit, timed, flavor), func(t *testing.T) {
+					var ts []int64
+					if timed {
+						ts = stamps
+					}
+					cur := new(runtime.Cursor)
+					down := &batchOut{plainOut{cur: cur, idx: 3}}
+					f := newFilterOp(tt.keep, down, &opEnv{cursor: cur, index: 2})
+					f.adapt = adapt.Fixed(flavor)
+					m := newMapOp(tt.fn, f, &opEnv{cursor: cur, index: 1})
+					// A batch goes through first, leaving the Cursor on the
+					// downstream.
+					m.EmitBatch(input[:bad], ts[:min(len(ts), bad)])
+					if cur.Current != 3 {
+						t.Fatalf("Cursor at %d after a batch, want the downstream's 3", cur.Current)
+					}
+					func() {
+						defer func() {
+							if r := recover(); fmt.Sprint(r) != "bad record" {
+								t.Fatalf("recovered %v, want the user's panic", r)
+							}
+						}()
+						m.EmitBatch(input, ts)
+					}()
+					if cur.Current != tt.want {
+						t.Errorf("Cursor at %d after a panic in the %s's function, want its index %d", cur.Current, tt.culprit, tt.want)
+					}
+					if len(down.got) != 1 {
+						t.Errorf("the downstream got %d batches, want only the one before the panic", len(down.got))
+					}
+				})
+			}
+		}
+	}
+}
+
+// checkRecord panics on the bad record.
+func checkRecord(v, bad int) bool {
+	if v == bad {
+		panic("bad record")
+	}
+	return true
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+type recordChecker struct{ bad int }
+
+func (c recordChecker) keep(v int) bool { return checkRecord(v, c.bad) }
+func (c recordChecker) mapped(v int) int {
+	checkRecord(v, c.bad)
+	return v
+}
+
+// TestMapFilterFusionBlameOneFunction: when the map and the filter are one
+// function, the blame still follows the call that raised the panic: the
+// function panics at its n-th call, and the fused pass alternates the
+// map's call and the filter's.
+func TestMapFilterFusionBlameOneFunction(t *testing.T) {
+	for _, tt := range []struct {
+		call int // the call that panics
+		want int // chain index
+	}{{call: 2 * 300, want: 1}, {call: 2*300 + 1, want: 2}} {
+		for _, timed := range []bool{false, true} {
+			t.Run(fmt.Sprintf("call=%d/timed=%v", tt.call, timed), func(t *testing.T) {
+				calls := 0
+				both := func(b bool) bool {
+					if calls == tt.call {
+						panic("bad record")
+					}
+					calls++
+					return b
+				}
+				input := make([]bool, 1024)
 				var ts []int64
 				if timed {
-					ts = stamps
+					ts = make([]int64, len(input))
+				}
+				for i := range input {
+					input[i] = true
 				}
 				cur := new(runtime.Cursor)
-				down := &batchOut{plainOut{cur: cur, idx: 3}}
-				m := newMapOp(tt.fn, newFilterOp(tt.keep, down, &opEnv{cursor: cur, index: 2}), &opEnv{cursor: cur, index: 1})
-				// A batch goes through first, leaving the Cursor on the
-				// downstream.
-				m.EmitBatch(input[:bad], ts[:min(len(ts), bad)])
-				if cur.Current != 3 {
-					t.Fatalf("Cursor at %d after a batch, want the downstream's 3", cur.Current)
-				}
+				m := newMapOp(both, newFilterOp(both, discard[bool]{}, &opEnv{cursor: cur, index: 2}), &opEnv{cursor: cur, index: 1})
 				func() {
 					defer func() {
 						if r := recover(); r != "bad record" {
@@ -400,13 +513,35 @@ func TestMapFilterFusionBlame(t *testing.T) {
 					m.EmitBatch(input, ts)
 				}()
 				if cur.Current != tt.want {
-					t.Errorf("Cursor at %d after a panic in the %s's function, want its index %d", cur.Current, tt.culprit, tt.want)
-				}
-				if len(down.got) != 1 {
-					t.Errorf("the downstream got %d batches, want only the one before the panic", len(down.got))
+					t.Errorf("Cursor at %d after a panic in call %d, want %d", cur.Current, tt.call, tt.want)
 				}
 			})
 		}
+	}
+}
+
+// TestMapFilterFusionBlameRuntimeError: a runtime error (an index out of
+// range, raised by the runtime on the user's behalf) is blamed as a
+// panic is.
+func TestMapFilterFusionBlameRuntimeError(t *testing.T) {
+	table := make([]int, 500)
+	cur := new(runtime.Cursor)
+	down := &batchOut{plainOut{cur: cur, idx: 3}}
+	m := newMapOp(func(v int) int { return v }, newFilterOp(func(v int) bool { return table[v] == 0 }, down, &opEnv{cursor: cur, index: 2}), &opEnv{cursor: cur, index: 1})
+	input := make([]int, 1024)
+	for i := range input {
+		input[i] = i
+	}
+	func() {
+		defer func() {
+			if _, ok := recover().(goruntime.Error); !ok {
+				t.Fatal("want a runtime error")
+			}
+		}()
+		m.EmitBatch(input, nil)
+	}()
+	if cur.Current != 2 {
+		t.Errorf("Cursor at %d after an index out of range in the filter, want 2", cur.Current)
 	}
 }
 

@@ -34,6 +34,14 @@ type Options struct {
 	// (Go maps in memory, copy-on-write snapshots) or "pebble" (an LSM tree
 	// on local disk: state larger than memory). Default: "heap".
 	StateBackend string
+	// FilterLoop chooses the loop a filter runs over a batch: "adaptive"
+	// times both now and then and runs the faster (package internal/adapt);
+	// "branch-free" stores every record and counts the kept ones, never
+	// mispredicting a branch; "branching" stores the kept records only,
+	// behind a branch on the filter's answer: faster when the answers
+	// follow a pattern, several times slower when they are random.
+	// Default: "adaptive".
+	FilterLoop string
 	// LocalStateDir is where the pebble backend keeps its working files,
 	// under <LocalStateDir>/<JobID>/. Default: <os.TempDir()>/weir-state.
 	LocalStateDir string
@@ -159,6 +167,9 @@ func (o *Options) EnsureDefaults() {
 	if o.StateBackend == "" {
 		o.StateBackend = "heap"
 	}
+	if o.FilterLoop == "" {
+		o.FilterLoop = "adaptive"
+	}
 	if o.LocalStateDir == "" {
 		o.LocalStateDir = filepath.Join(os.TempDir(), "weir-state")
 	}
@@ -201,6 +212,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("weir: Options.QueueSize is %d; want 1..1024 (0 means 4)", o.QueueSize)
 	case o.StateBackend != "heap" && o.StateBackend != "pebble":
 		return fmt.Errorf("weir: Options.StateBackend is %q; want \"heap\" or \"pebble\"", o.StateBackend)
+	case o.FilterLoop != "adaptive" && o.FilterLoop != "branch-free" && o.FilterLoop != "branching":
+		return fmt.Errorf("weir: Options.FilterLoop is %q; want \"adaptive\", \"branch-free\" or \"branching\" (empty means adaptive)", o.FilterLoop)
 	}
 	c := o.Checkpointing
 	switch {

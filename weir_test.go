@@ -450,3 +450,43 @@ func TestTimestampsFlowThroughChainsAndShuffles(t *testing.T) {
 		t.Fatalf("got %d results", len(sink.Results()))
 	}
 }
+
+// TestFilterLoopOption runs a map→filter job (fused into one pass) and a
+// lone filter under each Options.FilterLoop, on answers that follow a
+// pattern and on random ones: the output is the same, and a value that is
+// none of the three fails the job with an error naming the field.
+func TestFilterLoopOption(t *testing.T) {
+	const n = 50_000
+	random := func(v int64) bool { x := uint64(v) * 0x9e3779b97f4a7c15; return (x^x>>29)&1 == 0 }
+	pattern := func(v int64) bool { return v%5 != 0 }
+	for _, loop := range []string{"", "adaptive", "branch-free", "branching"} {
+		for name, keep := range map[string]func(int64) bool{"random": random, "pattern": pattern} {
+			t.Run(fmt.Sprintf("%s/%s", loop, name), func(t *testing.T) {
+				var want []int64
+				for v := range int64(n) {
+					if keep(v) {
+						want = append(want, v)
+					}
+				}
+				env := weir.NewEnvironment(weir.Options{Parallelism: 1, FilterLoop: loop})
+				fused, lone := collect.New[int64](), collect.New[int64]()
+				src := env.FromSource("numbers", datagen.Sequence(0, n-1))
+				src.Map("same", func(v int64) int64 { return v }).Filter("fused", keep).SinkTo("fused-out", fused)
+				src.Rebalance().Filter("lone", keep).SinkTo("lone-out", lone)
+				if err := env.Execute(context.Background(), "filter-loop"); err != nil {
+					t.Fatal(err)
+				}
+				for what, got := range map[string][]int64{"fused": fused.Results(), "lone": lone.Results()} {
+					if !slices.Equal(got, want) {
+						t.Errorf("%s filter kept %d records, want %d", what, len(got), len(want))
+					}
+				}
+			})
+		}
+	}
+	env := weir.NewEnvironment(weir.Options{FilterLoop: "sometimes"})
+	env.FromSource("numbers", datagen.Sequence(0, 9)).Filter("f", pattern).SinkTo("out", collect.New[int64]())
+	if err := env.Execute(context.Background(), "bad"); err == nil || !strings.Contains(err.Error(), "Options.FilterLoop") {
+		t.Fatalf("Execute = %v, want an error naming Options.FilterLoop", err)
+	}
+}

@@ -26,6 +26,7 @@ import (
 var (
 	statelessRecords = flag.Int64("stateless.records", 30_000_000, "records of BenchmarkStatelessChain")
 	statelessRounds  = flag.Int("stateless.rounds", 5, "runs of each side per iteration of BenchmarkStatelessChain; the fastest counts")
+	statelessLoop    = flag.String("stateless.filterloop", "", "weir Options.FilterLoop of BenchmarkStatelessChain (empty: adaptive)")
 	keyedRecords     = flag.Int64("keyed.records", 50_000_000, "records of BenchmarkKeyedCount")
 	keyedRounds      = flag.Int("keyed.rounds", 1, "runs of each side per iteration of BenchmarkKeyedCount; the fastest counts")
 	keyedKeys        = flag.Int64("keyed.keys", 1_000_000, "distinct keys of BenchmarkKeyedCount")
@@ -123,7 +124,9 @@ func BenchmarkStatelessChain(b *testing.B) {
 			got, d := timed(b, func() (int64, error) { return StatelessBaselineIndirect(n, gen, Scale, NotFifth), nil })
 			checkSum(b, "indirect baseline", got, want)
 			indirect.run(d)
-			got, d = timed(b, func() (int64, error) { return RunStateless(context.Background(), n, jobOptions(1)) })
+			opts := jobOptions(1)
+			opts.FilterLoop = *statelessLoop
+			got, d = timed(b, func() (int64, error) { return RunStateless(context.Background(), n, opts) })
 			checkSum(b, "stateless chain", got, want)
 			job.run(d)
 		}
