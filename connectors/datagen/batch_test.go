@@ -120,13 +120,14 @@ func TestBatchEmitterStrided(t *testing.T) {
 	}
 }
 
-// TestSequenceFill: Sequence's fill (four records per iteration, then the
-// rest one by one) gives what its generator gives, for every length
-// around the unrolled stride and for strides other than one.
+// TestSequenceFill: Sequence's fill (the scalar loop, four records per
+// iteration, or with AVX2 the vector one from 16 records on) gives what its
+// generator gives, for every length around the unrolled stride and the
+// vector threshold and for strides other than one.
 func TestSequenceFill(t *testing.T) {
 	s := Sequence(-5, 1000)
 	for _, step := range []int64{1, 3} {
-		for n := range 11 {
+		for n := range 40 {
 			buf := make([]int64, n)
 			s.fill(buf, 2, step)
 			for j, v := range buf {

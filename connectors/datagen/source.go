@@ -38,19 +38,7 @@ func Sequence(from, to int64) *Source[int64] {
 	s := &Source[int64]{
 		gen: func(i int64) int64 { return from + i },
 		fill: func(buf []int64, first, step int64) {
-			v := from + first
-			// Four records per iteration: the loop's own compare and
-			// branch cost as much as the store they guard.
-			j := 0
-			for ; j+4 <= len(buf); j += 4 {
-				b := buf[j : j+4 : j+4]
-				b[0], b[1], b[2], b[3] = v, v+step, v+2*step, v+3*step
-				v += 4 * step
-			}
-			for ; j < len(buf); j++ {
-				buf[j] = v
-				v += step
-			}
+			fillSeq(buf, from+first, step)
 		},
 	}
 	switch {
@@ -93,6 +81,24 @@ func FromSlice[T any](items []T) *Source[T] {
 				buf[j] = items[first+int64(j)*step]
 			}
 		},
+	}
+}
+
+// fillSeqGo sets buf[j] = v + j*step for every j, wrapping around as int64
+// arithmetic does. It is fillSeq where there is no vector version, and the
+// reference the vector version is tested against.
+func fillSeqGo(buf []int64, v, step int64) {
+	// Four records per iteration: the loop's own compare and branch cost as
+	// much as the store they guard.
+	j := 0
+	for ; j+4 <= len(buf); j += 4 {
+		b := buf[j : j+4 : j+4]
+		b[0], b[1], b[2], b[3] = v, v+step, v+2*step, v+3*step
+		v += 4 * step
+	}
+	for ; j < len(buf); j++ {
+		buf[j] = v
+		v += step
 	}
 }
 
