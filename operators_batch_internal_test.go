@@ -372,8 +372,11 @@ func TestMapFilterFusion(t *testing.T) {
 // randomKeep keeps about half the records, as a hash of the record decides:
 // answers no branch predictor can learn.
 func randomKeep(v int) bool {
-	x := uint64(v) * 0x9e3779b97f4a7c15
-	return (x^x>>29)&1 == 0
+	x := uint64(v) // murmur3's 64-bit finalizer
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	return x>>63 == 0
 }
 
 // TestMapFilterFusionBlame: a panic in the middle of a fused batch names

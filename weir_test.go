@@ -457,7 +457,7 @@ func TestTimestampsFlowThroughChainsAndShuffles(t *testing.T) {
 // none of the three fails the job with an error naming the field.
 func TestFilterLoopOption(t *testing.T) {
 	const n = 50_000
-	random := func(v int64) bool { x := uint64(v) * 0x9e3779b97f4a7c15; return (x^x>>29)&1 == 0 }
+	random := func(v int64) bool { x := uint64(v) ^ uint64(v)>>33; x *= 0xff51afd7ed558ccd; return (x^x>>33)>>63 == 0 }
 	pattern := func(v int64) bool { return v%5 != 0 }
 	for _, loop := range []string{"", "adaptive", "branch-free", "branching"} {
 		for name, keep := range map[string]func(int64) bool{"random": random, "pattern": pattern} {

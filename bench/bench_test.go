@@ -267,3 +267,36 @@ func BenchmarkBackpressureMemory(b *testing.B) {
 	}
 	b.ReportMetric(0, "ns/op")
 }
+
+// BenchmarkFilterLoop runs a lone filter with each Options.FilterLoop on
+// answers with a pattern (NotFifth) and on random ones (RandomHalf): the
+// adaptive loop should run about as fast as the better fixed one on each.
+func BenchmarkFilterLoop(b *testing.B) {
+	const n = 10_000_000
+	for _, keep := range []struct {
+		name string
+		fn   func(int64) bool
+	}{{"pattern", NotFifth}, {"random", RandomHalf}} {
+		var want int64
+		for v := range int64(n) {
+			if keep.fn(v) {
+				want += v
+			}
+		}
+		for _, loop := range []string{"adaptive", "branch-free", "branching"} {
+			b.Run(keep.name+"/"+loop, func(b *testing.B) {
+				job := &throughput{name: "weir"}
+				for range b.N {
+					for range 3 {
+						got, d := timed(b, func() (int64, error) { return RunFilterLoop(context.Background(), n, keep.fn, loop) })
+						checkSum(b, "filter loop", got, want)
+						job.run(d)
+					}
+					job.endIteration(n)
+				}
+				b.ReportMetric(0, "ns/op")
+				job.report(b)
+			})
+		}
+	}
+}

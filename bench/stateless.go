@@ -81,3 +81,28 @@ func RunStateless(ctx context.Context, n int64, opts weir.Options) (int64, error
 	}
 	return sink.Sum(), nil
 }
+
+// RandomHalf keeps about half the records, as a hash of the record
+// decides: answers no branch predictor learns.
+func RandomHalf(v int64) bool {
+	x := uint64(v) // murmur3's 64-bit finalizer
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return x>>63 == 0
+}
+
+// RunFilterLoop runs source → filter(keep) → sink over 0..n-1 with
+// parallelism 1 and Options.FilterLoop loop, and returns the sum of what
+// was kept.
+func RunFilterLoop(ctx context.Context, n int64, keep func(int64) bool, loop string) (int64, error) {
+	env := weir.NewEnvironment(weir.Options{Parallelism: 1, FilterLoop: loop})
+	sink := new(SumSink)
+	env.FromSource("numbers", datagen.Sequence(0, n-1)).Filter("keep", keep).SinkTo("sum", sink)
+	if err := env.Execute(ctx, "bench-filter-loop"); err != nil {
+		return 0, err
+	}
+	return sink.Sum(), nil
+}
