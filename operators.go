@@ -126,11 +126,7 @@ func (o *mapOp[T, U]) emitFiltered(recs []T, ts []int64) {
 		atTS = unsafe.Pointer(unsafe.SliceData(keptTS))
 		ts = ts[:len(recs)]
 	}
-	flavor, timed := f.adapt.Next(len(recs))
-	var start time.Time
-	if timed {
-		start = time.Now()
-	}
+	flavor, start := f.loopFor(len(recs))
 	o.cur.Current = o.idx
 	passed := false
 	defer func() {
@@ -176,9 +172,7 @@ func (o *mapOp[T, U]) emitFiltered(recs []T, ts []int64) {
 		}
 	}
 	passed = true
-	if timed {
-		f.adapt.Observe(flavor, len(recs), time.Since(start).Nanoseconds())
-	}
+	f.ranLoop(flavor, len(recs), start)
 	f.emitKept(kept, keptTS, n)
 }
 
@@ -346,11 +340,12 @@ func (o *filterOp[T]) EmitBatch(recs []T, ts []int64) {
 	o.in.N += int64(len(recs))
 	keep := o.keep
 	kept := o.scratchFor(len(recs))
-	flavor, timed := o.adapt.Next(len(recs))
-	var start time.Time
-	if timed {
-		start = time.Now()
+	var keptTS []int64
+	if ts != nil {
+		keptTS = o.timestampsFor(len(recs))
+		ts = ts[:len(recs)]
 	}
+	flavor, start := o.loopFor(len(recs))
 	n := 0
 	switch {
 	case ts == nil && flavor == branchFree:
@@ -368,8 +363,6 @@ func (o *filterOp[T]) EmitBatch(recs []T, ts []int64) {
 			}
 		}
 	case flavor == branchFree:
-		keptTS := o.timestampsFor(len(recs))
-		ts = ts[:len(recs)]
 		for i, r := range recs {
 			kept[n], keptTS[n] = r, ts[i]
 			if keep(r) {
@@ -377,8 +370,6 @@ func (o *filterOp[T]) EmitBatch(recs []T, ts []int64) {
 			}
 		}
 	default:
-		keptTS := o.timestampsFor(len(recs))
-		ts = ts[:len(recs)]
 		for i, r := range recs {
 			if keep(r) {
 				kept[n], keptTS[n] = r, ts[i]
@@ -386,13 +377,25 @@ func (o *filterOp[T]) EmitBatch(recs []T, ts []int64) {
 			}
 		}
 	}
-	if timed {
-		o.adapt.Observe(flavor, len(recs), time.Since(start).Nanoseconds())
+	o.ranLoop(flavor, len(recs), start)
+	o.emitKept(kept, keptTS, n)
+}
+
+// loopFor returns the loop to run a batch of n records with, and, if the
+// Chooser wants the batch timed, the time it starts (else the zero Time).
+func (o *filterOp[T]) loopFor(n int) (adapt.Flavor, time.Time) {
+	flavor, timed := o.adapt.Next(n)
+	if !timed {
+		return flavor, time.Time{}
 	}
-	if ts == nil {
-		o.emitKept(kept, nil, n)
-	} else {
-		o.emitKept(kept, o.tss, n)
+	return flavor, time.Now()
+}
+
+// ranLoop reports a batch of n records that loopFor started at start to
+// the Chooser, if it was timed.
+func (o *filterOp[T]) ranLoop(flavor adapt.Flavor, n int, start time.Time) {
+	if !start.IsZero() {
+		o.adapt.Observe(flavor, n, time.Since(start).Nanoseconds())
 	}
 }
 

@@ -1,9 +1,6 @@
 package adapt
 
-import (
-	"fmt"
-	"math"
-)
+import "fmt"
 
 // Flavor names one of the two implementations a Chooser picks from. The
 // caller decides what each means; flavor 0 is the one run before the first
@@ -169,7 +166,6 @@ func Fixed(f Flavor) *Chooser {
 	c := New(Options{})
 	c.current = f
 	c.trial = 2 * c.opts.Trials
-	c.left = math.MaxInt
 	c.fixed = true
 	return c
 }
