@@ -73,6 +73,9 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 	if f.parallelism < 1 || f.parallelism > 128 {
 		return fmt.Errorf("--parallelism is %d: use a value from 1 to 128", f.parallelism)
 	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	var src connector.Source[string]
 	input := f.input
 	if f.repeatRate < 0 || math.IsNaN(f.repeatRate) || math.IsInf(f.repeatRate, 0) {
@@ -88,6 +91,12 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 		}
 	} else if f.repeatRate > 0 {
 		return fmt.Errorf("--repeat-rate repeats the bundled demo text: leave out --input")
+	} else if u, err := endpointURL(f.input, schemes(inputEndpoints)); err != nil {
+		return fmt.Errorf("--input %w", err)
+	} else if u != nil {
+		if src, err = inputEndpoints[u.Scheme](ctx, u, f); err != nil {
+			return fmt.Errorf("--input: %w", err)
+		}
 	} else {
 		if _, err := os.Stat(f.input); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
@@ -103,12 +112,17 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 	if f.restore == "latest" && f.ckptDir == "" {
 		return fmt.Errorf("--restore latest needs --checkpoint-dir: the directory that holds the checkpoints")
 	}
-	// A restored run continues an earlier one: its committed output stays.
-	if err := prepareOutput(f.output, f.restore == ""); err != nil {
+	exactlyOnce := f.interval > 0 || f.ckptDir != "" || f.restore != ""
+	var sink connector.Sink[string]
+	if u, err := endpointURL(f.output, schemes(outputEndpoints)); err != nil {
+		return fmt.Errorf("--output %w", err)
+	} else if u != nil {
+		if sink, err = outputEndpoints[u.Scheme](ctx, u, exactlyOnce, f); err != nil {
+			return fmt.Errorf("--output: %w", err)
+		}
+	} else if err := prepareOutput(f.output, f.restore == ""); err != nil {
+		// A restored run continues an earlier one: its committed output stays.
 		return err
-	}
-	if ctx == nil {
-		ctx = context.Background()
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -140,11 +154,12 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 	if f.ckptDir != "" {
 		opts.Checkpointing.Storage = f.ckptDir
 	}
-	exactlyOnce := f.interval > 0 || f.ckptDir != "" || f.restore != ""
 	env := weir.NewEnvironment(opts)
 	lines := env.FromSource("lines", src).UID("lines")
 	counts := wordcount.Build(lines)
-	if exactlyOnce {
+	if sink != nil {
+		counts.SinkTo("out", sink).UID("out")
+	} else if exactlyOnce {
 		// Output becomes visible only when the checkpoint that covers it
 		// completes: exactly once, even if the process is killed.
 		counts.SinkTo("out", file.ExactlyOnce(f.output, file.ExactlyOnceOptions{})).UID("out")
