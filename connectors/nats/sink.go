@@ -3,6 +3,7 @@ package nats
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -252,7 +253,11 @@ func (s *Sink[T]) NewWriter(ctx connector.WriterContext) (connector.Writer[T], e
 	}
 	opts := s.opts
 	opts.EnsureDefaults()
-	w := &writer[T]{sink: s, opts: opts, ctx: ctx}
+	var token [6]byte
+	if _, err := rand.Read(token[:]); err != nil {
+		return nil, fmt.Errorf("nats sink: %w", err)
+	}
+	w := &writer[T]{sink: s, opts: opts, ctx: ctx, token: hex.EncodeToString(token[:])}
 	if opts.Delivery == AtLeastOnce {
 		return &eagerWriter[T]{sink: s, opts: opts}, nil
 	}
@@ -265,7 +270,11 @@ type writer[T any] struct {
 	sink *Sink[T]
 	opts SinkOptions
 	ctx  connector.WriterContext
-	buf  []byte // encoded records of the current checkpoint
+	// token is random per writer: the message IDs of two writers never
+	// collide, even when a job restored from an old checkpoint pre-commits
+	// a checkpoint ID again.
+	token string
+	buf   []byte // encoded records of the current checkpoint
 	n    int
 	conn *sinkConn
 }
@@ -312,7 +321,7 @@ func (w *writer[T]) PreCommit(checkpointID int64) ([]byte, error) {
 	}
 	hdr := binary.AppendUvarint(nil, committableVersion)
 	hdr = appendString(hdr, w.ctx.JobID)
-	hdr = binary.AppendUvarint(hdr, uint64(w.ctx.Attempt))
+	hdr = appendString(hdr, w.token)
 	hdr = binary.AppendUvarint(hdr, uint64(w.n))
 	out := append(hdr, w.buf...)
 	w.buf, w.n = w.buf[:0], 0
@@ -333,9 +342,9 @@ const committableVersion = 1
 
 // committable is a decoded committable.
 type committable struct {
-	job     string
-	attempt uint64
-	msgs    []Message
+	job   string
+	token string
+	msgs  []Message
 }
 
 func appendString(b []byte, s string) []byte {
@@ -395,7 +404,7 @@ func decodeCommittable(data []byte) (*committable, error) {
 	if c.job, err = d.string(); err != nil {
 		return nil, err
 	}
-	if c.attempt, err = d.uvarint(); err != nil {
+	if c.token, err = d.string(); err != nil {
 		return nil, err
 	}
 	n, err := d.uvarint()
@@ -443,14 +452,15 @@ func decodeCommittable(data []byte) (*committable, error) {
 }
 
 // MsgID is the Nats-Msg-Id of the i-th record (from 0) that a subtask's
-// writer of the given attempt pre-committed in a checkpoint.
-func MsgID(job string, subtask int, attempt uint64, checkpoint int64, i int) string {
-	b := make([]byte, 0, len(job)+32)
+// writer, whose random token is writerToken, pre-committed in a
+// checkpoint.
+func MsgID(job string, subtask int, writerToken string, checkpoint int64, i int) string {
+	b := make([]byte, 0, len(job)+48)
 	b = append(b, job...)
 	b = append(b, '.')
 	b = strconv.AppendInt(b, int64(subtask), 10)
 	b = append(b, '.')
-	b = strconv.AppendUint(b, attempt, 10)
+	b = append(b, writerToken...)
 	b = append(b, '.')
 	b = strconv.AppendInt(b, checkpoint, 10)
 	b = append(b, '.')
@@ -487,7 +497,7 @@ func (s *Sink[T]) Commit(ctx context.Context, committables []connector.Committab
 		if err != nil {
 			return fmt.Errorf("nats sink: checkpoint %d subtask %d: %w", cm.CheckpointID, cm.Subtask, err)
 		}
-		id := func(i int) string { return MsgID(dc.job, cm.Subtask, dc.attempt, cm.CheckpointID, i) }
+		id := func(i int) string { return MsgID(dc.job, cm.Subtask, dc.token, cm.CheckpointID, i) }
 		if c.atomic {
 			err = s.publishAtomic(ctx, c, &opts, dc.msgs, id)
 		} else {

@@ -176,12 +176,12 @@ func TestSinkChecks(t *testing.T) {
 }
 
 func TestCommittableRoundTrip(t *testing.T) {
-	w := &writer[string]{sink: StringSink("", "s", SinkOptions{}), ctx: connector.WriterContext{JobID: "j", Attempt: 3}}
+	w := &writer[string]{sink: StringSink("", "s", SinkOptions{}), ctx: connector.WriterContext{JobID: "j"}, token: "t0"}
 	w.Write("x")
 	w.Write("")
 	data, _ := w.PreCommit(1)
 	c, err := decodeCommittable(data)
-	if err != nil || c.job != "j" || c.attempt != 3 || len(c.msgs) != 2 || string(c.msgs[0].Data) != "x" {
+	if err != nil || c.job != "j" || c.token != "t0" || len(c.msgs) != 2 || string(c.msgs[0].Data) != "x" {
 		t.Fatalf("%+v %v", c, err)
 	}
 	for i := range data {
