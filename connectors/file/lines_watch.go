@@ -3,12 +3,14 @@ package file
 import (
 	"bufio"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -81,31 +83,98 @@ func (r *watchReader) matches(name string) bool {
 	return ok
 }
 
+// watchState is the Data of a watching reader's one split: whose state
+// it is. Its Position lists the reader's files (see encodeFiles).
+type watchState struct {
+	Dir         string `json:"dir"`
+	Subtask     int    `json:"subtask"`
+	Parallelism int    `json:"parallelism"`
+}
+
+// AddSplits takes the state of a restored reader. Each reader snapshots
+// exactly one split, so that a restore at the same parallelism hands each
+// reader back its own (the runtime deals restored splits out in subtask
+// order); another parallelism would move files to readers whose hash does
+// not pick them, and is refused.
 func (r *watchReader) AddSplits(splits []connector.SplitState) error {
 	if r.closed {
 		return errClosed
 	}
 	for _, st := range splits {
-		if len(st.Data) == 0 {
-			return fmt.Errorf("file source: split %q: Data is empty, want a file path", st.ID)
+		var ws watchState
+		if err := json.Unmarshal(st.Data, &ws); err != nil || ws.Parallelism < 1 {
+			return fmt.Errorf("file source: split %q is not the state of a watching reader: %v", st.ID, err)
 		}
-		wf := &watchedFile{path: string(st.Data), active: true}
-		switch len(st.Position) {
-		case 0:
-		case 24:
-			wf.offset = int64(binary.BigEndian.Uint64(st.Position))
-			wf.dev = binary.BigEndian.Uint64(st.Position[8:])
-			wf.ino = binary.BigEndian.Uint64(st.Position[16:])
-		default:
-			return fmt.Errorf("file source: split %q: Position has %d bytes, want 24 (offset, device, inode) in watch mode", st.ID, len(st.Position))
+		if ws.Parallelism != r.par || ws.Subtask != r.subtask {
+			return fmt.Errorf("file source: the checkpoint's watch state of %q is that of subtask %d of %d, given to subtask %d of %d: a watched directory must be restored with the parallelism its checkpoint was taken with",
+				ws.Dir, ws.Subtask, ws.Parallelism, r.subtask, r.par)
 		}
-		if o := ownerOf(filepath.Base(wf.path), r.par); o != r.subtask {
-			return fmt.Errorf("file source: watched file %q belongs to subtask %d of %d, not %d: a watched directory must be restored with the parallelism its checkpoint was taken with",
-				wf.path, o, r.par, r.subtask)
+		files, err := decodeFiles(st.Position)
+		if err != nil {
+			return fmt.Errorf("file source: split %q: %w", st.ID, err)
 		}
-		r.files[wf.path] = wf
+		for _, wf := range files {
+			wf.active = true
+			r.files[wf.path] = wf
+		}
 	}
 	return nil
+}
+
+func encodeFiles(files map[string]*watchedFile) []byte {
+	paths := slices.Sorted(maps.Keys(files))
+	b := binary.AppendUvarint(nil, uint64(len(paths)))
+	for _, p := range paths {
+		wf := files[p]
+		b = binary.AppendUvarint(b, uint64(len(p)))
+		b = append(b, p...)
+		b = binary.AppendUvarint(b, uint64(wf.offset))
+		b = binary.AppendUvarint(b, wf.dev)
+		b = binary.AppendUvarint(b, wf.ino)
+	}
+	return b
+}
+
+var errBadWatchPosition = errors.New("malformed watch position")
+
+func decodeFiles(b []byte) ([]*watchedFile, error) {
+	next := func() (uint64, error) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, errBadWatchPosition
+		}
+		b = b[n:]
+		return v, nil
+	}
+	n, err := next()
+	if err != nil || n > uint64(len(b)) {
+		return nil, errBadWatchPosition
+	}
+	files := make([]*watchedFile, 0, n)
+	for range n {
+		l, err := next()
+		if err != nil || l > uint64(len(b)) {
+			return nil, errBadWatchPosition
+		}
+		wf := &watchedFile{path: string(b[:l])}
+		b = b[l:]
+		var off uint64
+		if off, err = next(); err != nil {
+			return nil, err
+		}
+		wf.offset = int64(off)
+		if wf.dev, err = next(); err != nil {
+			return nil, err
+		}
+		if wf.ino, err = next(); err != nil {
+			return nil, err
+		}
+		files = append(files, wf)
+	}
+	if len(b) != 0 {
+		return nil, errBadWatchPosition
+	}
+	return files, nil
 }
 
 // NoMoreSplits does nothing: a watching reader finds its files itself.
@@ -321,22 +390,18 @@ func (r *watchReader) Available() <-chan struct{} {
 	return c
 }
 
-// Snapshot returns every file the reader has seen, with its offset and
-// identity: a restored reader neither reads them again nor misses their
-// new lines.
+// Snapshot returns one split that lists every file the reader has seen,
+// with its offset and identity: a restored reader neither reads them again
+// nor misses their new lines.
 func (r *watchReader) Snapshot(int64) ([]connector.SplitState, error) {
 	if r.closed {
 		return nil, errClosed
 	}
-	out := make([]connector.SplitState, 0, len(r.files))
-	for _, wf := range r.files {
-		pos := binary.BigEndian.AppendUint64(nil, uint64(wf.offset))
-		pos = binary.BigEndian.AppendUint64(pos, wf.dev)
-		pos = binary.BigEndian.AppendUint64(pos, wf.ino)
-		out = append(out, connector.SplitState{ID: wf.path, Data: []byte(wf.path), Position: pos})
+	data, err := json.Marshal(watchState{Dir: r.dir, Subtask: r.subtask, Parallelism: r.par})
+	if err != nil {
+		return nil, err
 	}
-	slices.SortFunc(out, func(a, b connector.SplitState) int { return strings.Compare(a.ID, b.ID) })
-	return out, nil
+	return []connector.SplitState{{ID: fmt.Sprintf("watch:%s:%d", r.dir, r.subtask), Data: data, Position: encodeFiles(r.files)}}, nil
 }
 
 func (r *watchReader) Close() error {

@@ -16,7 +16,7 @@ import (
 
 type lineSink struct{ lines []string }
 
-func (s *lineSink) Emit(l string)           { s.lines = append(s.lines, l) }
+func (s *lineSink) Emit(l string)            { s.lines = append(s.lines, l) }
 func (s *lineSink) EmitAt(l string, _ int64) { s.lines = append(s.lines, l) }
 
 func watchReaderOf(t *testing.T, src *LinesSource, subtask, par int, splits []connector.SplitState) connector.Reader[string] {

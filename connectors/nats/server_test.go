@@ -145,8 +145,14 @@ type collector struct {
 	ts   []int64
 }
 
-func (c *collector) Emit(rec string)              { c.recs = append(c.recs, rec); c.ts = append(c.ts, connector.NoTimestamp) }
-func (c *collector) EmitAt(rec string, ts int64) { c.recs = append(c.recs, rec); c.ts = append(c.ts, ts) }
+func (c *collector) Emit(rec string) {
+	c.recs = append(c.recs, rec)
+	c.ts = append(c.ts, connector.NoTimestamp)
+}
+func (c *collector) EmitAt(rec string, ts int64) {
+	c.recs = append(c.recs, rec)
+	c.ts = append(c.ts, ts)
+}
 
 // drain polls r until it has emitted want more records or ended, and
 // reports whether it ended.

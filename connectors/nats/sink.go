@@ -275,8 +275,8 @@ type writer[T any] struct {
 	// a checkpoint ID again.
 	token string
 	buf   []byte // encoded records of the current checkpoint
-	n    int
-	conn *sinkConn
+	n     int
+	conn  *sinkConn
 }
 
 var (
