@@ -515,7 +515,7 @@ func (s *Sink[T]) natsMsg(m *Message) *nats.Msg {
 	if subj == "" {
 		subj = s.subject
 	}
-	h := nats.Header{}
+	h := make(nats.Header, len(m.Header)+4)
 	for k, v := range m.Header {
 		h[k] = v
 	}
@@ -526,9 +526,11 @@ func (s *Sink[T]) natsMsg(m *Message) *nats.Msg {
 // acknowledgement.
 func (s *Sink[T]) publishAsync(ctx context.Context, c *sinkConn, opts *SinkOptions, msgs []Message, id func(int) string) error {
 	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
+	stall := jetstream.WithStallWait(opts.AckTimeout)
 	for i := range msgs {
 		nm := s.natsMsg(&msgs[i])
-		f, err := c.js.PublishMsgAsync(nm, jetstream.WithMsgID(id(i)), jetstream.WithStallWait(opts.AckTimeout))
+		nm.Header[jetstream.MsgIDHeader] = []string{id(i)}
+		f, err := c.js.PublishMsgAsync(nm, stall)
 		if err != nil {
 			return err
 		}
