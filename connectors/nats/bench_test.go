@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weirstream/weir/connector"
@@ -140,6 +141,24 @@ func BenchmarkSink(b *testing.B) {
 			})
 		})
 	}
+	// The same loop with a Nats-Msg-Id on every message: the server's
+	// duplicate tracking, which the exactly-once sink relies on, costs
+	// server CPU that a plain publisher does not pay.
+	b.Run("bare-msgid", func(b *testing.B) {
+		measureCPU(b, func() {
+			stall := jetstream.WithStallWait(time.Minute)
+			for i := range b.N {
+				m := &nats.Msg{Subject: "out", Data: []byte(benchPayload), Header: nats.Header{jetstream.MsgIDHeader: []string{fmt.Sprint("bare.", b.N, ".", i)}}}
+				if _, err := js.PublishMsgAsync(m, stall); err != nil {
+					b.Fatal(err)
+				}
+				if (i+1)%perCheckpoint == 0 {
+					<-js.PublishAsyncComplete()
+				}
+			}
+			<-js.PublishAsyncComplete()
+		})
+	})
 	b.Run("bare", func(b *testing.B) {
 		measureCPU(b, func() {
 			stall := jetstream.WithStallWait(time.Minute)
