@@ -108,12 +108,19 @@ func BenchmarkSource(b *testing.B) {
 // (Write, PreCommit every 10000 records, Commit), with and without atomic
 // batches, and with a bare PublishAsync loop: compare their ns/op.
 func BenchmarkSink(b *testing.B) {
-	ts := startServer(b)
-	ts.createStream(jetstream.StreamConfig{Name: "OUT", Subjects: []string{"out"}, Storage: jetstream.MemoryStorage, AllowAtomicPublish: true})
-	_, js := ts.js()
+	// Each sub-benchmark gets a server of its own, so that none pays for
+	// the message IDs another left in the duplicate window.
+	fresh := func(b *testing.B) (*testServer, jetstream.JetStream) {
+		ts := startServer(b)
+		ts.createStream(jetstream.StreamConfig{Name: "OUT", Subjects: []string{"out"}, Storage: jetstream.MemoryStorage, AllowAtomicPublish: true})
+		_, js := ts.js()
+		return ts, js
+	}
 	const perCheckpoint = 10_000
 	for _, atomic := range []Atomic{AtomicOff, AtomicOn} {
 		b.Run(fmt.Sprint("weir-atomic=", atomic == AtomicOn), func(b *testing.B) {
+			ts, js := fresh(b)
+			_, _ = ts, js
 			measureCPU(b, func() {
 				s := StringSink(ts.url(), "out", SinkOptions{Atomic: atomic})
 				w, err := s.NewWriter(connector.WriterContext{JobID: "bench", Parallelism: 1, Logger: slog.Default()})
@@ -141,10 +148,35 @@ func BenchmarkSink(b *testing.B) {
 			})
 		})
 	}
+	b.Run("weir-at-least-once", func(b *testing.B) {
+		ts, js := fresh(b)
+		_, _ = ts, js
+		measureCPU(b, func() {
+			s := StringSink(ts.url(), "out", SinkOptions{Delivery: AtLeastOnce})
+			w, err := s.NewWriter(connector.WriterContext{JobID: "bench", Parallelism: 1, Logger: slog.Default()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.Close()
+			for i := range b.N {
+				if err := w.Write(benchPayload); err != nil {
+					b.Fatal(err)
+				}
+				if (i+1)%perCheckpoint == 0 {
+					w.Flush(false)
+				}
+			}
+			if err := w.Flush(true); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
 	// The same loop with a Nats-Msg-Id on every message: the server's
 	// duplicate tracking, which the exactly-once sink relies on, costs
 	// server CPU that a plain publisher does not pay.
 	b.Run("bare-msgid", func(b *testing.B) {
+		ts, js := fresh(b)
+		_, _ = ts, js
 		measureCPU(b, func() {
 			stall := jetstream.WithStallWait(time.Minute)
 			for i := range b.N {
@@ -160,6 +192,8 @@ func BenchmarkSink(b *testing.B) {
 		})
 	})
 	b.Run("bare", func(b *testing.B) {
+		ts, js := fresh(b)
+		_, _ = ts, js
 		measureCPU(b, func() {
 			stall := jetstream.WithStallWait(time.Minute)
 			for i := range b.N {
