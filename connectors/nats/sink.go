@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -568,7 +567,10 @@ const (
 func (s *Sink[T]) publishAtomic(ctx context.Context, c *sinkConn, opts *SinkOptions, msgs []Message, id func(int) string) error {
 	for from := 0; from < len(msgs); from += opts.AtomicBatchSize {
 		to := min(len(msgs), from+opts.AtomicBatchSize)
-		batchID := batchIDOf(id(from))
+		batchID, err := newBatchID()
+		if err != nil {
+			return err
+		}
 		for i := from; i < to; i++ {
 			nm := s.natsMsg(&msgs[i])
 			nm.Header.Set(jetstream.MsgIDHeader, id(i))
@@ -595,14 +597,16 @@ func (s *Sink[T]) publishAtomic(ctx context.Context, c *sinkConn, opts *SinkOpti
 	return nil
 }
 
-// batchIDOf turns a message ID into a batch ID of at most 64 bytes, the
-// server's limit.
-func batchIDOf(msgID string) string {
-	if len(msgID) <= 64 {
-		return msgID
+// newBatchID returns a random batch ID. Batch IDs need not repeat across
+// attempts (the message IDs drop repeated records), and must not: a batch
+// that a killed process left open on the server, under the same ID, would
+// make the repeat look like a gap and fail it.
+func newBatchID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
 	}
-	sum := sha256.Sum256([]byte(msgID))
-	return hex.EncodeToString(sum[:])
+	return hex.EncodeToString(b[:]), nil
 }
 
 // batchAckError reports the error of the reply to a batch's commit.

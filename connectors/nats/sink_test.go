@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weirstream/weir/connector"
@@ -188,5 +189,79 @@ func TestCommittableRoundTrip(t *testing.T) {
 		if _, err := decodeCommittable(data[:i]); err == nil {
 			t.Fatalf("truncated committable of %d bytes decoded", i)
 		}
+	}
+}
+
+// TestSinkRecommitAfterServerRestart: the duplicate window survives a
+// restart of the server (file storage): a commit repeated after it adds
+// nothing, with and without atomic batches.
+func TestSinkRecommitAfterServerRestart(t *testing.T) {
+	for _, atomic := range []bool{false, true} {
+		t.Run(fmt.Sprint("atomic=", atomic), func(t *testing.T) {
+			ts := startServer(t)
+			ts.createStream(jetstream.StreamConfig{Name: "OUT", Subjects: []string{"out"}, AllowAtomicPublish: atomic})
+			s := StringSink(ts.url(), "out", SinkOptions{})
+			w := newWriter(t, s, 0, 0)
+			for i := range 50 {
+				w.Write(fmt.Sprint(i))
+			}
+			c := []connector.Committable{checkpoint(t, w, 0, 1)}
+			if err := s.Commit(context.Background(), c); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			ts.restart()
+			// A new sink value, as in a restored process.
+			s2 := StringSink(ts.url(), "out", SinkOptions{})
+			if err := s2.Commit(context.Background(), c); err != nil {
+				t.Fatal(err)
+			}
+			if got := ts.streamData("OUT"); len(got) != 50 {
+				t.Fatalf("stream holds %d records after a repeated commit, want 50", len(got))
+			}
+		})
+	}
+}
+
+// TestSinkAtomicBatchLeftOpen: a process killed in the middle of an
+// atomic batch leaves an open batch that is never committed; the restored
+// job's repeat of the commit stores every record once.
+func TestSinkAtomicBatchLeftOpen(t *testing.T) {
+	ts := startServer(t)
+	ts.createStream(jetstream.StreamConfig{Name: "OUT", Subjects: []string{"out"}, AllowAtomicPublish: true})
+	s := StringSink(ts.url(), "out", SinkOptions{Atomic: AtomicOn})
+	w := newWriter(t, s, 0, 0)
+	for i := range 20 {
+		w.Write(fmt.Sprint(i))
+	}
+	c := checkpoint(t, w, 0, 1)
+	dc, err := decodeCommittable(c.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The killed process's half batch: the first 5 messages, no commit.
+	nc, _ := ts.js()
+	for i := range 5 {
+		m := &nats.Msg{Subject: "out", Data: dc.msgs[i].Data, Header: nats.Header{}}
+		m.Header.Set(jetstream.MsgIDHeader, MsgID(dc.job, 0, dc.token, 1, i))
+		m.Header.Set("Nats-Batch-Id", "killed-attempt")
+		m.Header.Set("Nats-Batch-Sequence", fmt.Sprint(i+1))
+		if err := nc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nc.Flush()
+	if got := ts.streamData("OUT"); len(got) != 0 {
+		t.Fatalf("an uncommitted batch stored %d records", len(got))
+	}
+	if err := s.Commit(context.Background(), []connector.Committable{c}); err != nil {
+		t.Fatal(err)
+	}
+	var exp []string
+	for i := range 20 {
+		exp = append(exp, fmt.Sprint(i))
+	}
+	if got := ts.streamData("OUT"); !slices.Equal(got, exp) {
+		t.Fatalf("stream holds %v, want %v", got, exp)
 	}
 }
