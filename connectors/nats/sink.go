@@ -133,10 +133,9 @@ type Sink[T any] struct {
 	opts         SinkOptions
 
 	// conn is shared by the writers of the sink and by Commit.
-	mu     sync.Mutex
-	conn   *sinkConn
-	refs   int
-	commit sync.Mutex // one commit at a time, so output keeps checkpoint order
+	mu   sync.Mutex
+	conn *sinkConn
+	refs int
 }
 
 var (
@@ -470,13 +469,12 @@ func MsgID(job string, subtask int, writerToken string, checkpoint int64, i int)
 // Commit publishes the records of the committables, in checkpoint and
 // subtask order, and waits for the server's acknowledgements. Records the
 // stream already holds (a repeated commit within the duplicate window)
-// are dropped by the server.
+// are dropped by the server. Commits of several subtasks run
+// concurrently, over the connection the sink's writers share.
 func (s *Sink[T]) Commit(ctx context.Context, committables []connector.Committable) error {
 	if len(committables) == 0 {
 		return nil
 	}
-	s.commit.Lock()
-	defer s.commit.Unlock()
 	c, err := s.acquire(ctx)
 	if err != nil {
 		return err
