@@ -389,8 +389,8 @@ func (r *reader[T]) pendingSplits() int {
 
 // startSplit creates the split's ordered consumer at its position.
 func (r *reader[T]) startSplit(sr *splitReader) error {
-	if sr.done {
-		return nil
+	if sr.done || sr.cc != nil {
+		return nil // finished, or started by the start that connected
 	}
 	if r.nc == nil {
 		return r.start()
