@@ -69,7 +69,10 @@ func ResolveSavepointTarget(target string, roots SavepointRoots) (string, error)
 	}
 	target = strings.TrimSpace(target)
 	if target == "" {
-		if strings.TrimSpace(roots.Default) == "" {
+		switch {
+		case len(all) == 0:
+			return "", fmt.Errorf("%w: the request names no target directory, and the job has no savepoint directory and allows no other root: start the job with a savepoint directory (weir run --savepoint-dir, Options.Checkpointing.SavepointDir)", ErrNoSavepointDir)
+		case strings.TrimSpace(roots.Default) == "":
 			return "", fmt.Errorf("%w: the request names no target directory and the job has no savepoint directory: name one under %s, or start the job with a savepoint directory (weir run --savepoint-dir, Options.Checkpointing.SavepointDir)",
 				ErrNoSavepointDir, describeRoots(all))
 		}
