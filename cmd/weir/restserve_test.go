@@ -43,7 +43,7 @@ func startWordCount(t *testing.T, args ...string) *runningWeir {
 	})
 	urls := make(chan string, 1)
 	go func() {
-		re := regexp.MustCompile(`REST API on (http://\S+)`)
+		re := regexp.MustCompile(`REST API on (https?://\S+)`)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			w.stderr.Write(append(sc.Bytes(), '\n'))

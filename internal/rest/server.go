@@ -196,6 +196,9 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
+// TLS reports whether the server speaks HTTPS (Options.TLSCertFile).
+func (s *Server) TLS() bool { return s.tls != nil }
+
 // Ready is closed once Serve listens; Addr then reports the address.
 func (s *Server) Ready() <-chan struct{} { return s.ready }
 
