@@ -55,8 +55,7 @@ func (s *Server) checkHost(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // hostAllowed reports whether host (a Host header) names a loopback
-// address or localhost, at port when port is known ("" when not: a
-// Handler mounted in a server of the caller's, with port 0).
+// address or localhost, at port when port is known.
 func hostAllowed(host, port string, tls bool) bool {
 	name, p, err := net.SplitHostPort(host)
 	if err != nil { // no port: the scheme's default
@@ -76,16 +75,14 @@ func hostAllowed(host, port string, tls bool) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// listenPort is the port the server listens on: Serve's, else that of
-// Options.Address unless it is 0; "" when unknown.
+// listenPort is the port Serve listens on; "" when unknown (Handler
+// mounted in a server of the caller's, which may listen anywhere: then
+// only the host name is checked, which is what defeats DNS rebinding).
 func (s *Server) listenPort() string {
 	if a := s.Addr(); a != nil {
 		if _, p, err := net.SplitHostPort(a.String()); err == nil {
 			return p
 		}
-	}
-	if _, p, err := net.SplitHostPort(s.opts.Address); err == nil && p != "0" {
-		return p
 	}
 	return ""
 }

@@ -107,6 +107,7 @@ type root struct {
 	prefix  string // memory, s3: clean prefix, "" = the whole store
 	query   string // s3: the root's parameters, verbatim
 	private bool   // memory:// alone
+	fileURL bool   // a target given as a file URL: resolved as one
 }
 
 type rootKind int
@@ -204,7 +205,7 @@ func parseTarget(target string, dflt *root, all []root) (root, error) {
 		if err != nil {
 			return root{}, err
 		}
-		t.kind, t.path = fileRoot, loc.path
+		t.kind, t.path, t.fileURL = fileRoot, loc.path, true
 	case strings.HasPrefix(target, "memory:"):
 		rest, ok := strings.CutPrefix(target, "memory://")
 		if !ok {
@@ -309,6 +310,9 @@ func (r *root) contain(t root) (string, bool) {
 	case fileRoot:
 		if !inDir(t.path, r.path) {
 			return "", false
+		}
+		if t.fileURL { // escaped, so that it parses back to the same path
+			return (&url.URL{Scheme: "file", Path: filepath.ToSlash(t.path)}).String(), true
 		}
 		return t.path, true
 	case memoryRoot:

@@ -27,7 +27,11 @@ func TestResolveSavepointTarget(t *testing.T) {
 		{name: "under the default", target: "/data/savepoints/nightly", roots: roots, want: "/data/savepoints/nightly"},
 		{name: "relative: under the default", target: "nightly/x", roots: roots, want: "/data/savepoints/nightly/x"},
 		{name: "relative with a harmless ..", target: "a/../b", roots: roots, want: "/data/savepoints/b"},
-		{name: "file URL under an allowed root", target: "file:///mnt/backups/x", roots: roots, want: "/mnt/backups/x"},
+		{name: "file URL under an allowed root", target: "file:///mnt/backups/x", roots: roots, want: "file:///mnt/backups/x"},
+		{name: "file URL with escapes", target: "file:///mnt/backups/a%3Fb%23c%25", roots: roots, want: "file:///mnt/backups/a%3Fb%23c%25"},
+		{name: "file URL with an escaped ..", target: "file:///mnt/backups/a/..%2f", roots: roots, want: "file:///mnt/backups"},
+		{name: "file URL with an escaped .. leaving", target: "file:///mnt/backups/%2e%2e/etc", roots: roots, err: ErrTargetRefused},
+		{name: "file URL of localhost", target: "file://localhost/mnt/backups/./x/", roots: roots, want: "file:///mnt/backups/x"},
 		{name: "path under an allowed root", target: "/mnt/backups/x/", roots: roots, want: "/mnt/backups/x"},
 		{name: "under a relative root", target: "/work/rel/x", roots: roots, want: "/work/rel/x"},
 		{name: "s3 under a root takes its parameters", target: "s3://bucket/sp/x", roots: roots, want: "s3://bucket/sp/x?endpoint=minio:9000&secure=false"},
@@ -140,7 +144,14 @@ func insideOneOf(got string, dirs []string, bucket, s3prefix, s3query, memStore,
 		}
 		return false
 	}
-	safe := func(segs []string) bool {
+	if strings.HasPrefix(got, "file:") {
+		u, err := url.Parse(got)
+		if err != nil || u.RawQuery != "" || u.Fragment != "" || u.Host != "" {
+			return false
+		}
+		return filepath.IsAbs(u.Path) && insideOneOf(u.Path, dirs, bucket, s3prefix, s3query, memStore, memPrefix)
+	}
+		safe := func(segs []string) bool {
 		for _, s := range segs {
 			if s == ".." || s == "." || s == "" {
 				return false
