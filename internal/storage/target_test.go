@@ -151,7 +151,7 @@ func insideOneOf(got string, dirs []string, bucket, s3prefix, s3query, memStore,
 		}
 		return filepath.IsAbs(u.Path) && insideOneOf(u.Path, dirs, bucket, s3prefix, s3query, memStore, memPrefix)
 	}
-		safe := func(segs []string) bool {
+	safe := func(segs []string) bool {
 		for _, s := range segs {
 			if s == ".." || s == "." || s == "" {
 				return false
