@@ -1,25 +1,18 @@
 package rest_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/weirstream/weir/internal/rest"
+	"github.com/weirstream/weir/internal/testutil/certtest"
 )
 
 // request is a request with headers of the test's choosing.
@@ -258,7 +251,8 @@ func TestOptionsValidateSecurity(t *testing.T) {
 // get nothing.
 func TestTLS(t *testing.T) {
 	dir := t.TempDir()
-	caPEM, certFile, keyFile := writeTestCA(t, dir)
+	files := certtest.WriteCA(t, dir)
+	caPEM, certFile, keyFile := files.CAPEM, files.Cert, files.Key
 	jm, _, _ := fixture()
 	srv, err := rest.New(jm, rest.Options{Address: "127.0.0.1:0", TLSCertFile: certFile, TLSKeyFile: keyFile})
 	if err != nil {
@@ -320,52 +314,4 @@ func TestTLS(t *testing.T) {
 			t.Errorf("plain HTTP got the API: %s", b)
 		}
 	}
-}
-
-// writeTestCA writes a CA and a certificate it signed for 127.0.0.1, ::1
-// and localhost; it returns the CA's PEM and the certificate and key
-// files.
-func writeTestCA(t testing.TB, dir string) (caPEM []byte, certFile, keyFile string) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "weir test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "weir"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return caPEM, certFile, keyFile
 }
