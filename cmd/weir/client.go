@@ -82,7 +82,7 @@ func clientCommand(c *cobra.Command, waits bool, run clientRun) *cobra.Command {
 	}
 	switch c.Name() {
 	case "savepoint", "stop":
-		c.Flags().StringVar(&cx.dir, "dir", "", "directory or storage URL for the savepoint (default: the job's savepoint directory)")
+		c.Flags().StringVar(&cx.dir, "dir", "", "directory or storage URL for the savepoint, under the job's savepoint directory (a relative one is) or a root the job's --savepoint-allowed-roots allow (default: the job's savepoint directory)")
 	}
 	if c.Name() == "stop" {
 		c.Flags().BoolVar(&cx.drain, "drain", false, "emit the maximum watermark first, so that every event-time window and timer fires")
