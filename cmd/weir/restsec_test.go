@@ -93,6 +93,16 @@ func TestRunRefusesHostileRESTRequests(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "weir-test-secret")
 	dir := t.TempDir()
 	allowed := filepath.Join(dir, "allowed")
+	// A link inside the allowed root that leads out of it.
+	outside := filepath.Join(dir, "outside")
+	for _, d := range []string{allowed, outside} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(outside, filepath.Join(allowed, "link")); err != nil {
+		t.Fatal(err)
+	}
 	endpoint, conns := connRecorder(t)
 	w := startWordCount(t, "--repeat-rate", "2000", "--checkpoint-interval", "300ms",
 		"--checkpoint-dir", dir+"/ckpt", "--output", dir+"/out", "--rest-address", "127.0.0.1:0",
@@ -113,6 +123,7 @@ func TestRunRefusesHostileRESTRequests(t *testing.T) {
 		{"stop into .. out of the root", "POST", "/jobs/wordcount/stop", `{"targetDirectory":"` + allowed + `/../escape"}`, js, 403, "outside the allowed savepoint roots"},
 		{"file URL elsewhere", "POST", "/jobs/wordcount/stop", `{"targetDirectory":"file://` + dir + `/escape", "drain": true}`, js, 403, "outside"},
 		{"/etc", "POST", "/jobs/wordcount/savepoints", `{"target-directory":"/etc", "cancel-job": true}`, js, 403, "outside"},
+		{"through a link out of the root", "POST", "/jobs/wordcount/stop", `{"targetDirectory":"` + allowed + `/link/x"}`, js, 403, "a symbolic link leads it out"},
 		{"S3 endpoint of the request", "POST", "/jobs/wordcount/savepoints", `{"target-directory":"s3://bucket/x?endpoint=` + endpoint + `&secure=false"}`, js, 403, "may not set S3 parameters"},
 		{"S3 stop with an endpoint", "POST", "/jobs/wordcount/stop", `{"targetDirectory":"s3://bucket/x?endpoint=http://` + endpoint + `"}`, js, 403, "may not set S3 parameters"},
 		{"S3 bucket outside the roots", "POST", "/jobs/wordcount/savepoints", `{"target-directory":"s3://bucket/x"}`, js, 403, "outside"},
@@ -142,8 +153,11 @@ func TestRunRefusesHostileRESTRequests(t *testing.T) {
 	} else if !strings.HasPrefix(out, "Checkpoint ") {
 		t.Fatalf("checkpoint printed %q", out)
 	}
-	if got := entries(t, dir); !slices.Equal(got, []string{"ckpt", "out"}) {
-		t.Errorf("after the hostile requests %s holds %q, want only ckpt and out", dir, got)
+	if got := entries(t, dir); !slices.Equal(got, []string{"allowed", "ckpt", "out", "outside"}) {
+		t.Errorf("after the hostile requests %s holds %q, want only allowed, ckpt, out and outside", dir, got)
+	}
+	if got := append(entries(t, allowed), entries(t, outside)...); !slices.Equal(got, []string{"link"}) {
+		t.Errorf("after the hostile requests the allowed root and the link's target hold %q, want only the link", got)
 	}
 	if n := conns.Load(); n != 0 {
 		t.Errorf("%d connections reached the endpoint a request named", n)
@@ -171,8 +185,11 @@ func TestRunRefusesHostileRESTRequests(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("weir run still runs 30s after the stop; stderr:\n%s", w.stderr.String())
 	}
-	if got := entries(t, dir); !slices.Equal(got, []string{"allowed", "ckpt", "out"}) {
-		t.Errorf("at the end %s holds %q, want allowed, ckpt and out", dir, got)
+	if got := entries(t, dir); !slices.Equal(got, []string{"allowed", "ckpt", "out", "outside"}) {
+		t.Errorf("at the end %s holds %q, want allowed, ckpt, out and outside", dir, got)
+	}
+	if got := entries(t, outside); len(got) != 0 {
+		t.Errorf("at the end the link's target holds %q", got)
 	}
 	var savepoints []string
 	for _, e := range append(entries(t, allowed), entries(t, allowed+"/mine")...) {

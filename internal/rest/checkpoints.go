@@ -437,9 +437,11 @@ func (s *Server) postStop(w http.ResponseWriter, r *http.Request) {
 // false then.
 func (s *Server) savepointTarget(w http.ResponseWriter, j Job, target string) (string, bool) {
 	wd, _ := os.Getwd()
-	dir, err := storage.ResolveSavepointTarget(target, storage.SavepointRoots{
-		Default: j.CheckpointConfig().SavepointDir, Allowed: s.opts.SavepointAllowedRoots, WorkDir: wd,
-	})
+	roots := storage.SavepointRoots{Default: j.CheckpointConfig().SavepointDir, Allowed: s.opts.SavepointAllowedRoots, WorkDir: wd}
+	dir, err := storage.ResolveSavepointTarget(target, roots)
+	if err == nil {
+		err = storage.CheckSavepointTargetOnDisk(dir, roots)
+	}
 	switch {
 	case errors.Is(err, storage.ErrTargetRefused):
 		s.opts.Logger.Warn("savepoint target refused", "job", j.ID(), "target", target, "err", err)

@@ -3,10 +3,12 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/minio/minio-go/v7/pkg/s3utils"
 )
@@ -28,8 +30,9 @@ var (
 // request) may go: the job's own savepoint directory and the roots the
 // operator allowed besides it. Roots are the operator's configuration and
 // are trusted: an S3 root's parameters (endpoint=…, region=…) are the only
-// way a client's target reaches an endpoint, and a symbolic link inside a
-// file root is followed like any directory.
+// way a client's target reaches an endpoint. ResolveSavepointTarget does
+// no I/O and so cannot see symbolic links; CheckSavepointTargetOnDisk
+// follows them.
 type SavepointRoots struct {
 	// Default is the job's savepoint directory (a storage URL or a path),
 	// the target of a request that names none and the base of a relative
@@ -373,4 +376,67 @@ func describeRoots(all []root) string {
 		}
 	}
 	return strings.Join(names, ", ")
+}
+
+// CheckSavepointTargetOnDisk is the half of the check that needs the file
+// system, for a location ResolveSavepointTarget returned: the symbolic
+// links of a file target (of its longest part that exists) and of the
+// roots are followed, and a target whose real path leaves every file root
+// is refused (ErrTargetRefused), so that a link someone made inside a root
+// cannot carry a savepoint out of it. Memory and S3 locations and the
+// default directory ("") pass. A link made after the check is not seen.
+func CheckSavepointTargetOnDisk(resolved string, roots SavepointRoots) error {
+	p := ""
+	switch {
+	case filepath.IsAbs(resolved):
+		p = resolved
+	case strings.HasPrefix(resolved, "file:"):
+		u, err := url.Parse(resolved)
+		if err != nil {
+			return badURL(resolved, err.Error())
+		}
+		p = filepath.FromSlash(u.Path)
+	default:
+		return nil
+	}
+	all, err := roots.parse()
+	if err != nil {
+		return err
+	}
+	real, err := realPath(p)
+	if err != nil {
+		return fmt.Errorf("savepoint target %q: %w", resolved, err)
+	}
+	for _, r := range all {
+		if r.kind != fileRoot {
+			continue
+		}
+		rootReal, err := realPath(r.path)
+		if err != nil {
+			continue
+		}
+		if inDir(real, rootReal) {
+			return nil
+		}
+	}
+	return refused(resolved, all, "a symbolic link leads it out of the allowed savepoint roots")
+}
+
+// realPath is the clean absolute path p with the symbolic links of its
+// longest existing part followed.
+func realPath(p string) (string, error) {
+	rest := ""
+	for q := filepath.Clean(p); ; q = filepath.Dir(q) {
+		r, err := filepath.EvalSymlinks(q)
+		if err == nil {
+			return filepath.Join(r, rest), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			return "", err
+		}
+		if parent := filepath.Dir(q); parent == q {
+			return filepath.Join(q, rest), nil
+		}
+		rest = filepath.Join(filepath.Base(q), rest)
+	}
 }

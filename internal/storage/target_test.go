@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -169,4 +170,53 @@ func insideOneOf(got string, dirs []string, bucket, s3prefix, s3query, memStore,
 	}
 	segs := strings.Split(strings.TrimPrefix(u.Path, "/"), "/")
 	return u.Host == bucket && segs[0] == s3prefix && safe(segs) && u.RawQuery == s3query && u.User == nil && u.Fragment == ""
+}
+
+// TestCheckSavepointTargetOnDisk: a symbolic link inside a root that leads
+// out of it is refused; links among the roots themselves are followed on
+// both sides.
+func TestCheckSavepointTargetOnDisk(t *testing.T) {
+	dir := t.TempDir()
+	root, outside, real := filepath.Join(dir, "root"), filepath.Join(dir, "outside"), filepath.Join(dir, "real")
+	for _, d := range []string{root, outside, real, filepath.Join(root, "sub")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustLink := func(target, link string) {
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustLink(outside, filepath.Join(root, "escape"))
+	mustLink(filepath.Join(root, "sub"), filepath.Join(root, "inner"))
+	mustLink(real, filepath.Join(dir, "linked-root"))
+	if err := os.WriteFile(filepath.Join(root, "file"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	roots := SavepointRoots{Default: root, Allowed: []string{filepath.Join(dir, "linked-root"), "s3://bucket/sp"}}
+	for _, c := range []struct {
+		target string
+		err    error
+	}{
+		{"", nil},
+		{root, nil},
+		{filepath.Join(root, "new", "deeper"), nil},
+		{filepath.Join(root, "inner", "x"), nil},
+		{filepath.Join(root, "file", "x"), nil}, // fails when written, not here
+		{"file://" + filepath.Join(root, "sub"), nil},
+		{filepath.Join(dir, "linked-root", "x"), nil},
+		{"s3://bucket/sp/x", nil},
+		{filepath.Join(root, "escape"), ErrTargetRefused},
+		{filepath.Join(root, "escape", "new", "x"), ErrTargetRefused},
+		{"file://" + filepath.Join(root, "escape", "x"), ErrTargetRefused},
+	} {
+		resolved, err := ResolveSavepointTarget(c.target, roots)
+		if err != nil {
+			t.Fatalf("ResolveSavepointTarget(%q): %v", c.target, err)
+		}
+		if err := CheckSavepointTargetOnDisk(resolved, roots); !errors.Is(err, c.err) || (c.err == nil) != (err == nil) {
+			t.Errorf("CheckSavepointTargetOnDisk(%q): %v, want %v", resolved, err, c.err)
+		}
+	}
 }
