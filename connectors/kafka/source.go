@@ -748,3 +748,49 @@ func (r *reader[T]) Close() error {
 	r.wg.Wait()
 	return nil
 }
+
+// CheckSplits checks, before a job restores, that every partition the
+// restored split states name still exists: a topic that now has fewer
+// partitions than the checkpoint is an error naming the topic, which no
+// restart would cure.
+func CheckSplits(ctx context.Context, opts SourceOptions, splits []connector.SplitState) error {
+	o := opts
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	o.EnsureDefaults()
+	need := map[string]int32{}
+	var topics []string
+	for _, st := range splits {
+		p, _, err := decodeSplit(st)
+		if err != nil {
+			return fmt.Errorf("kafka source: %w", err)
+		}
+		if _, ok := need[p.Topic]; !ok {
+			topics = append(topics, p.Topic)
+		}
+		need[p.Topic] = max(need[p.Topic], p.Partition+1)
+	}
+	if len(topics) == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(o.clientOpts()...)
+	if err != nil {
+		return fmt.Errorf("kafka source: %w", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
+	defer cancel()
+	slices.Sort(topics)
+	counts, err := partitionCounts(ctx, kadm.NewClient(cl), "kafka source", o.brokers(), topics)
+	if err != nil {
+		return err
+	}
+	for _, t := range topics {
+		if counts[t] < need[t] {
+			return fmt.Errorf("kafka source: topic %q has %d partitions on brokers %s, fewer than the %d of the checkpoint: was it deleted and created again? restore from a checkpoint of this topic, or start without --restore",
+				t, counts[t], o.brokers(), need[t])
+		}
+	}
+	return nil
+}
