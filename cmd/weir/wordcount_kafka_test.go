@@ -322,4 +322,3 @@ func checkOneLineError(t *testing.T, stderr string, code int, want string) {
 		t.Errorf("the error spans %d lines: %q", strings.Count(msg, "\n")+1, msg)
 	}
 }
-

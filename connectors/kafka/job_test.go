@@ -214,4 +214,3 @@ func TestJobExactlyOnceBrokerFaults(t *testing.T) {
 	mu.Unlock()
 	checkExactlyOnce(t, c, want)
 }
-

@@ -495,7 +495,9 @@ type writer[T any] struct {
 // txnWriter is the writer of ExactlyOnce: it is a PreCommitter.
 type txnWriter[T any] struct{ *writer[T] }
 
-func (w *txnWriter[T]) PreCommit(checkpointID int64) ([]byte, error) { return w.preCommit(checkpointID) }
+func (w *txnWriter[T]) PreCommit(checkpointID int64) ([]byte, error) {
+	return w.preCommit(checkpointID)
+}
 
 var errSinkClosed = errors.New("kafka sink: writer is closed")
 
