@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,6 +62,19 @@ func checkTopic(t *testing.T, c *kfake.Cluster, committed bool, want ...string) 
 // read_committed consumers only when their checkpoint commits.
 func TestSinkExactlyOnceCommitsPerCheckpoint(t *testing.T) {
 	c := newCluster(t, 2, "out")
+	// Record the protocol versions negotiated (the package documentation
+	// names them).
+	versions := map[int16]int16{}
+	var vmu sync.Mutex
+	for _, k := range []kmsg.Key{kmsg.Produce, kmsg.EndTxn, kmsg.InitProducerID, kmsg.ListTransactions} {
+		c.ControlKey(int16(k), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			vmu.Lock()
+			versions[req.Key()] = req.GetVersion()
+			vmu.Unlock()
+			return nil, nil, false
+		})
+	}
 	s := NewSink(sinkOpts(c, ExactlyOnce), StringValues())
 	w := newWriter(t, s, 0, 1)
 	write(t, w, "a", "b")
@@ -85,6 +99,13 @@ func TestSinkExactlyOnceCommitsPerCheckpoint(t *testing.T) {
 	checkTopic(t, c, true, "a", "b", "c", "d")
 	if !strings.Contains(string(c1.Data), `"txn":"job-0-1"`) || !strings.Contains(string(c3.Data), `"txn":"job-0-3"`) {
 		t.Errorf("committables %s, %s: want transactional ids prefix-subtask-checkpoint", c1.Data, c3.Data)
+	}
+	vmu.Lock()
+	defer vmu.Unlock()
+	t.Logf("versions: Produce v%d, EndTxn v%d, InitProducerID v%d, ListTransactions v%d",
+		versions[int16(kmsg.Produce)], versions[int16(kmsg.EndTxn)], versions[int16(kmsg.InitProducerID)], versions[int16(kmsg.ListTransactions)])
+	if versions[int16(kmsg.EndTxn)] < 5 {
+		t.Errorf("EndTxn v%d: the package documentation says v5 was tested", versions[int16(kmsg.EndTxn)])
 	}
 }
 
