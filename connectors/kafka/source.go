@@ -408,16 +408,16 @@ type reader[T any] struct {
 
 	// mu guards pending and fetchErr, filled by the fetch goroutine.
 	mu       sync.Mutex
-	pending  []*kgo.Record
+	pending  [][]*kgo.Record
 	fetchErr error
 	// notify signals that pending or fetchErr changed; drained tells the
 	// fetch goroutine that Poll took pending.
 	notify, drained chan struct{}
 
-	// batch holds the records taken from pending; cursor is the next one
-	// to emit.
-	batch  []*kgo.Record
-	cursor int
+	// batch holds the chunks (each one partition's records) taken from
+	// pending; batch[chunk][cursor] is the next record to look at.
+	batch         [][]*kgo.Record
+	chunk, cursor int
 
 	// committed is the snapshot whose offsets go to the group at the next
 	// Snapshot; commitBusy says a commit is in flight.
@@ -525,23 +525,32 @@ func (r *reader[T]) start() error {
 }
 
 // fetch runs on its own goroutine: it polls the client and hands the
-// records to Poll through pending, one batch at a time.
+// fetched partitions to Poll through pending, one poll at a time. The
+// records are not copied: a chunk is a fetched partition's own slice.
 func (r *reader[T]) fetch(ctx context.Context) {
 	for {
-		fs := r.cl.PollRecords(ctx, r.opts.BatchSize)
+		fs := r.cl.PollFetches(ctx)
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return
 		}
 		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if ferr == nil && !errors.Is(err, context.Canceled) {
-				ferr = fmt.Errorf("kafka source: fetch partition %d of topic %q from %s: %w", p, t, r.opts.brokers(), err)
+		var chunks [][]*kgo.Record
+		for i := range fs {
+			for j := range fs[i].Topics {
+				ft := &fs[i].Topics[j]
+				for k := range ft.Partitions {
+					fp := &ft.Partitions[k]
+					if fp.Err != nil && ferr == nil && !errors.Is(fp.Err, context.Canceled) {
+						ferr = fmt.Errorf("kafka source: fetch partition %d of topic %q from %s: %w", fp.Partition, ft.Topic, r.opts.brokers(), fp.Err)
+					}
+					if len(fp.Records) > 0 {
+						chunks = append(chunks, fp.Records)
+					}
+				}
 			}
-		})
-		var recs []*kgo.Record
-		fs.EachRecord(func(rec *kgo.Record) { recs = append(recs, rec) })
+		}
 		r.mu.Lock()
-		r.pending = append(r.pending, recs...)
+		r.pending = append(r.pending, chunks...)
 		if ferr != nil && r.fetchErr == nil {
 			r.fetchErr = ferr
 		}
@@ -553,7 +562,7 @@ func (r *reader[T]) fetch(ctx context.Context) {
 		if ferr != nil {
 			return
 		}
-		if len(recs) == 0 {
+		if len(chunks) == 0 {
 			continue
 		}
 		select {
@@ -564,17 +573,17 @@ func (r *reader[T]) fetch(ctx context.Context) {
 	}
 }
 
-// take moves the pending records into batch.
+// take moves the pending chunks into batch.
 func (r *reader[T]) take() error {
 	r.mu.Lock()
-	recs, err := r.pending, r.fetchErr
+	chunks, err := r.pending, r.fetchErr
 	r.pending = nil
 	r.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	if len(recs) > 0 {
-		r.batch, r.cursor = recs, 0
+	if len(chunks) > 0 {
+		r.batch, r.chunk, r.cursor = chunks, 0, 0
 		select {
 		case r.drained <- struct{}{}:
 		default:
@@ -582,6 +591,9 @@ func (r *reader[T]) take() error {
 	}
 	return nil
 }
+
+// more reports whether batch holds records not yet looked at.
+func (r *reader[T]) more() bool { return r.chunk < len(r.batch) }
 
 func (r *reader[T]) Poll(out connector.Emitter[T]) (connector.Status, error) {
 	if r.closed {
@@ -594,28 +606,37 @@ func (r *reader[T]) Poll(out connector.Emitter[T]) (connector.Status, error) {
 	}
 	so, _ := out.(connector.SplitOutputs[T])
 	for emitted := 0; emitted < r.opts.BatchSize && len(r.parts) > 0; {
-		if r.cursor == len(r.batch) {
-			r.batch, r.cursor = nil, 0
+		if !r.more() {
+			r.batch, r.chunk, r.cursor = nil, 0, 0
 			if err := r.take(); err != nil {
 				return connector.EndOfInput, err
 			}
-			if len(r.batch) == 0 {
+			if !r.more() {
 				break
 			}
 		}
-		rec := r.batch[r.cursor]
-		r.cursor++
-		ps := r.parts[tp{rec.Topic, rec.Partition}]
-		if ps == nil || rec.Offset < ps.next {
-			continue // a finished partition, or a record already read
-		}
-		if ps.split.Stop >= 0 && rec.Offset >= ps.split.Stop {
-			ps.next = ps.split.Stop
-			r.finish(ps, so)
+		// A chunk is one partition's records: look the partition up once.
+		recs := r.batch[r.chunk]
+		ps := r.parts[tp{recs[0].Topic, recs[0].Partition}]
+		if ps == nil {
+			r.chunk, r.cursor = r.chunk+1, 0 // a finished partition
 			continue
 		}
-		ps.next = rec.Offset + 1
-		if !rec.Attrs.IsControl() {
+		em := r.emitter(out, so, ps.id)
+		for r.cursor < len(recs) && emitted < r.opts.BatchSize {
+			rec := recs[r.cursor]
+			r.cursor++
+			if rec.Offset < ps.next {
+				continue // already read
+			}
+			if ps.split.Stop >= 0 && rec.Offset >= ps.split.Stop {
+				ps.next = ps.split.Stop
+				break
+			}
+			ps.next = rec.Offset + 1
+			if rec.Attrs.IsControl() {
+				continue
+			}
 			v, err := r.deser(rec)
 			if err != nil {
 				if r.opts.OnDeserializeError == nil {
@@ -625,19 +646,25 @@ func (r *reader[T]) Poll(out connector.Emitter[T]) (connector.Status, error) {
 				if herr := r.opts.OnDeserializeError(rec, err); herr != nil {
 					return connector.EndOfInput, fmt.Errorf("kafka source: bad record at offset %d of partition %d of topic %q: %w", rec.Offset, rec.Partition, rec.Topic, herr)
 				}
-			} else {
-				r.emitter(out, so, ps.id).EmitAt(v, rec.Timestamp.UnixMilli())
-				emitted++
+				continue
+			}
+			em.EmitAt(v, rec.Timestamp.UnixMilli())
+			emitted++
+			if ps.done() {
+				break
 			}
 		}
 		if ps.done() {
 			r.finish(ps, so)
 		}
+		if r.cursor >= len(recs) || ps.done() {
+			r.chunk, r.cursor = r.chunk+1, 0
+		}
 	}
 	switch {
 	case len(r.parts) == 0 && r.noMore:
 		return connector.EndOfInput, nil
-	case r.cursor < len(r.batch):
+	case r.more():
 		return connector.MoreAvailable, nil
 	default:
 		return connector.NothingAvailable, nil
@@ -670,7 +697,7 @@ func (r *reader[T]) finish(ps *partState, so connector.SplitOutputs[T]) {
 }
 
 func (r *reader[T]) Available() <-chan struct{} {
-	if !r.started || r.cursor < len(r.batch) || (len(r.parts) == 0 && r.noMore) {
+	if !r.started || r.more() || (len(r.parts) == 0 && r.noMore) {
 		return ready
 	}
 	r.mu.Lock()
