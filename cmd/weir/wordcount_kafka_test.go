@@ -262,6 +262,17 @@ func TestKafkaWordCountSIGKILL(t *testing.T) {
 	if len(uncommitted) < len(committed) {
 		t.Fatalf("read_uncommitted saw fewer records (%d) than read_committed (%d)", len(uncommitted), len(committed))
 	}
+
+	// Restoring the finished job commits its last transactions again (by
+	// producer id and epoch: a retry the broker accepts) and writes
+	// nothing new.
+	r := startAndKill(t, append(slices.Clip(args), "--restore", "latest"), sigkillRunTimeout)
+	if r.killed || r.code != 0 {
+		t.Fatalf("restoring the finished job: %v", r)
+	}
+	if again := consumeTopic(t, addr, "out", true); len(again) != len(committed) {
+		t.Fatalf("restoring the finished job changed the output: %d records, was %d", len(again), len(committed))
+	}
 }
 
 // TestKafkaWordCountBadInput: an unreachable broker, a missing topic and a
