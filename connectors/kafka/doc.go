@@ -3,8 +3,9 @@
 //
 // # Source
 //
-// Each partition of the topics is a split; the offset of the next record
-// is its checkpointed position. A job that starts without a checkpoint
+// Each partition of the topics (named, or matched by TopicPattern when
+// the job first starts) is a split; the offset of the next record is its
+// checkpointed position. A job that starts without a checkpoint
 // resolves every start offset in Splits: earliest (the default), latest, a
 // timestamp, or the committed offsets of a consumer group (earliest for a
 // partition without one). With Stop set to StopLatest the source is

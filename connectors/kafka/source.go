@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -76,8 +77,13 @@ const (
 type SourceOptions struct {
 	// Brokers are the seed brokers, "host:port". Required.
 	Brokers []string
-	// Topics are the topics to read. Required.
+	// Topics are the topics to read. Required unless TopicPattern is set.
 	Topics []string
+	// TopicPattern, a regular expression (RE2, anchored at both ends),
+	// reads every topic whose whole name it matches, as listed when the
+	// job first starts (beside Topics, if both are set). Topics created
+	// later are not read: the source contract enumerates splits once.
+	TopicPattern string
 	// Group is the consumer group whose committed offsets StartCommitted
 	// reads and to which the source commits the offsets of its
 	// checkpoints, for monitoring only (the checkpoint is the truth).
@@ -125,8 +131,8 @@ func (o *SourceOptions) Validate() error {
 	switch {
 	case len(o.Brokers) == 0:
 		return errors.New("kafka source: SourceOptions.Brokers is empty: name at least one broker host:port")
-	case len(o.Topics) == 0:
-		return errors.New("kafka source: SourceOptions.Topics is empty: name at least one topic")
+	case len(o.Topics) == 0 && o.TopicPattern == "":
+		return errors.New("kafka source: SourceOptions.Topics is empty: name at least one topic, or set TopicPattern")
 	case o.Start < StartEarliest || o.Start > StartCommitted:
 		return fmt.Errorf("kafka source: SourceOptions.Start %d is not a Start", int(o.Start))
 	case o.Start == StartCommitted && o.Group == "":
@@ -139,6 +145,11 @@ func (o *SourceOptions) Validate() error {
 		return fmt.Errorf("kafka source: SourceOptions.BatchSize is %d, want >= 1 (0 means %d)", o.BatchSize, DefaultBatchSize)
 	case o.ConnectTimeout < 0:
 		return fmt.Errorf("kafka source: SourceOptions.ConnectTimeout is %v, want > 0", o.ConnectTimeout)
+	}
+	if o.TopicPattern != "" {
+		if _, err := regexp.Compile("^(?:" + o.TopicPattern + ")$"); err != nil {
+			return fmt.Errorf("kafka source: SourceOptions.TopicPattern %q: %v", o.TopicPattern, err)
+		}
 	}
 	for _, t := range o.Topics {
 		if t == "" || strings.Contains(t, "/") {
@@ -206,8 +217,35 @@ func (s *Source[T]) Check(ctx context.Context) error {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
 	defer cancel()
-	_, err = partitionCounts(ctx, kadm.NewClient(cl), "kafka source", o.brokers(), o.Topics)
+	adm := kadm.NewClient(cl)
+	if err := resolveTopics(ctx, adm, &o); err != nil {
+		return err
+	}
+	_, err = partitionCounts(ctx, adm, "kafka source", o.brokers(), o.Topics)
 	return err
+}
+
+// resolveTopics adds the topics TopicPattern matches to o.Topics.
+func resolveTopics(ctx context.Context, adm *kadm.Client, o *SourceOptions) error {
+	if o.TopicPattern == "" {
+		return nil
+	}
+	re := regexp.MustCompile("^(?:" + o.TopicPattern + ")$") // checked by Validate
+	listed, err := adm.ListTopics(ctx)
+	if err != nil {
+		return fmt.Errorf("kafka source: cannot reach brokers %s: %v", o.brokers(), err)
+	}
+	topics := slices.Clone(o.Topics)
+	for _, t := range listed.Names() {
+		if re.MatchString(t) && !slices.Contains(topics, t) {
+			topics = append(topics, t)
+		}
+	}
+	if len(topics) == 0 {
+		return fmt.Errorf("kafka source: no topic on brokers %s matches TopicPattern %q", o.brokers(), o.TopicPattern)
+	}
+	o.Topics = topics
+	return nil
 }
 
 // partitionCounts returns the number of partitions of each topic, or an
@@ -248,6 +286,9 @@ func (s *Source[T]) Splits(ctx context.Context, parallelism int) ([]connector.Sp
 	ctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
 	defer cancel()
 	adm := kadm.NewClient(cl)
+	if err := resolveTopics(ctx, adm, &o); err != nil {
+		return nil, err
+	}
 	counts, err := partitionCounts(ctx, adm, "kafka source", o.brokers(), o.Topics)
 	if err != nil {
 		return nil, err

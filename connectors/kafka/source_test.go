@@ -262,3 +262,30 @@ func TestSourceBadInput(t *testing.T) {
 	}
 	_ = context.Background
 }
+
+// TestSourceTopicPattern reads every topic the pattern matches, as listed
+// at the first start.
+func TestSourceTopicPattern(t *testing.T) {
+	c := newCluster(t, 2, "events.a", "events.b", "other")
+	produce(t, c, "events.a", 2, "a1", "a2")
+	produce(t, c, "events.b", 2, "b1")
+	produce(t, c, "other", 2, "x")
+	o := sourceOpts(c)
+	o.TopicPattern = `events\..*`
+	src := NewSource(o, String())
+	splits, err := src.Splits(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e sliceEmitter[string]
+	if _, err := pollUntil(newReader(t, src, splits), &e, -1); err != nil {
+		t.Fatal(err)
+	}
+	if got := sorted(e.recs); !slices.Equal(got, []string{"a1", "a2", "b1"}) {
+		t.Fatalf("read %q", got)
+	}
+	o.TopicPattern = `nothing.*`
+	if err := NewSource(o, String()).Check(t.Context()); err == nil || !strings.Contains(err.Error(), `no topic on brokers`) {
+		t.Fatalf("err = %v", err)
+	}
+}
