@@ -76,12 +76,17 @@ func startBroker(t *testing.T, topics string) string {
 			<-done
 		}
 	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "kfake listening on ")
-	if err != nil || !ok {
-		t.Fatalf("kfake broker process: %q, %v", line, err)
+	// The address line may follow lines of the test framework (-test.v).
+	br := bufio.NewReader(stdout)
+	var addr string
+	for addr == "" {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("kfake broker process ended before it listened: %v", err)
+		}
+		addr, _ = strings.CutPrefix(strings.TrimSpace(line), "kfake listening on ")
 	}
-	go io.Copy(io.Discard, stdout)
+	go io.Copy(io.Discard, br)
 	return addr
 }
 

@@ -153,9 +153,11 @@ type Sink[T any] struct {
 }
 
 var (
-	_ connector.Sink[string] = (*Sink[string])(nil)
-	_ connector.Committer    = (*Sink[string])(nil)
-	_ connector.Cleaner      = (*Sink[string])(nil)
+	_ connector.Sink[string]        = (*Sink[string])(nil)
+	_ connector.Committer           = (*Sink[string])(nil)
+	_ connector.Cleaner             = (*Sink[string])(nil)
+	_ connector.BatchWriter[string] = (*writer[string])(nil)
+	_ connector.PreCommitter        = (*txnWriter[string])(nil)
 )
 
 // NewSink returns a sink that turns values into records with ser. Invalid
