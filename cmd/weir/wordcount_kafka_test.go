@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,7 +32,22 @@ func TestKafkaBrokerProcess(t *testing.T) {
 		t.Skip("the kfake broker process of the Kafka tests")
 	}
 	opts := []kfake.Opt{kfake.NumBrokers(1)}
+	if d := os.Getenv("WEIR_KFAKE_DATADIR"); d != "" {
+		// State on disk, so that the broker can be stopped and started
+		// again on the same port (WEIR_KFAKE_PORT).
+		opts = append(opts, kfake.DataDir(d), kfake.SyncWrites())
+	}
+	if p := os.Getenv("WEIR_KFAKE_PORT"); p != "" {
+		port, err := strconv.Atoi(p)
+		if err != nil {
+			t.Fatalf("WEIR_KFAKE_PORT=%q", p)
+		}
+		opts = append(opts, kfake.Ports(port))
+	}
 	for _, spec := range strings.Split(os.Getenv("WEIR_KFAKE_TOPICS"), ",") {
+		if spec == "" {
+			continue
+		}
 		name, n, _ := strings.Cut(spec, ":")
 		p, err := strconv.Atoi(n)
 		if name == "" || err != nil {
@@ -49,10 +66,17 @@ func TestKafkaBrokerProcess(t *testing.T) {
 
 // startBroker starts a kfake broker process with the given topics and
 // returns its address.
-func startBroker(t *testing.T, topics string) string {
+func startBroker(t *testing.T, topics string, env ...string) string {
+	addr, _ := startBrokerProcess(t, topics, env...)
+	return addr
+}
+
+// startBrokerProcess starts a kfake broker process and returns its address
+// and a function that stops it (gracefully: its state is written out).
+func startBrokerProcess(t *testing.T, topics string, env ...string) (string, func()) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKafkaBrokerProcess$")
-	cmd.Env = append(os.Environ(), "WEIR_KFAKE_BROKER=1", "WEIR_KFAKE_TOPICS="+topics)
+	cmd.Env = append(append(os.Environ(), "WEIR_KFAKE_BROKER=1", "WEIR_KFAKE_TOPICS="+topics), env...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -65,17 +89,21 @@ func startBroker(t *testing.T, topics string) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		stdin.Close()
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			stdin.Close()
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				cmd.Process.Kill()
+				<-done
+			}
+		})
+	}
+	t.Cleanup(stop)
 	// The address line may follow lines of the test framework (-test.v).
 	br := bufio.NewReader(stdout)
 	var addr string
@@ -87,7 +115,7 @@ func startBroker(t *testing.T, topics string) string {
 		addr, _ = strings.CutPrefix(strings.TrimSpace(line), "kfake listening on ")
 	}
 	go io.Copy(io.Discard, br)
-	return addr
+	return addr, stop
 }
 
 func kafkaClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
@@ -337,4 +365,67 @@ func checkOneLineError(t *testing.T, stderr string, code int, want string) {
 	if strings.Contains(msg, "\n") {
 		t.Errorf("the error spans %d lines: %q", strings.Count(msg, "\n")+1, msg)
 	}
+}
+
+// TestKafkaWordCountBrokerRestart stops the broker process in the middle of
+// an exactly-once `weir run wordcount` and starts it again (its state on
+// disk, same port): the job rides it out (its clients retry, or it fails
+// and restarts from its checkpoint and commits again) and the output holds
+// each word,k exactly once.
+func TestKafkaWordCountBrokerRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("restarts a broker process under a running job")
+	}
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	env := []string{"WEIR_KFAKE_DATADIR=" + filepath.Join(dir, "broker"), "WEIR_KFAKE_PORT=" + strconv.Itoa(port)}
+	addr, stop := startBrokerProcess(t, "in:3,out:3", env...)
+	text, err := os.ReadFile(wordsInput(t, dir, 100_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	produceLines(t, addr, "in", 3, string(text))
+	want := wordTotals(string(text))
+
+	cmd := exec.Command(os.Args[0], "run", "wordcount", "--input", "kafka://"+addr+"/in?stop=latest",
+		"--output", "kafka://"+addr+"/out", "--parallelism", "2",
+		"--checkpoint-interval", "50ms", "--checkpoint-dir", filepath.Join(dir, "ck"))
+	cmd.Env = append(os.Environ(), "WEIR_TEST_MAIN=1")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	begin := time.Now()
+	time.Sleep(400 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("weir ended (%v) before the broker was stopped: the input is too small for this machine", err)
+	default:
+	}
+	stop()
+	t.Log("broker stopped")
+	time.Sleep(300 * time.Millisecond)
+	startBrokerProcess(t, "", env...)
+	t.Log("broker started again")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("weir: %v; stderr:\n%s", err, stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("weir did not finish within 60 s after the broker restart; stderr:\n%s", stderr.String())
+	}
+	committed := consumeTopic(t, addr, "out", true)
+	checkCounts(t, committed, want)
+	t.Logf("weir finished %v after its start; read_committed: %d records, each word,k once", time.Since(begin).Round(time.Millisecond), len(committed))
 }
