@@ -283,12 +283,21 @@ func (o *outChan) sendCur() {
 	o.notifyLocked()
 }
 
-// leaveOpen arms the flush timeout for a partly filled buffer.
+// leaveOpen deals with a partly filled buffer after a write. When nothing
+// of the channel waits to be sent (the network keeps up: the channel is
+// idle), it goes at once, since waiting would add latency and batch
+// nothing. Otherwise buffers are queued anyway, so the open one may fill
+// before its turn; the flush timeout bounds how long it may wait.
 func (o *outChan) leaveOpen() {
-	if len(o.cur) > 0 && !o.dirty && o.node.opts.FlushTimeout > 0 {
-		o.dirty = true
-		o.node.markDirty(o)
+	if len(o.cur) == 0 || o.dirty || o.node.opts.FlushTimeout <= 0 {
+		return
 	}
+	if o.conn != nil && o.box.Queued() == 0 {
+		o.sendCur()
+		return
+	}
+	o.dirty = true
+	o.node.markDirty(o)
 }
 
 func (o *outChan) timedFlush() {
