@@ -37,10 +37,10 @@ type frameType uint8
 
 const (
 	// consumer → producer
-	framePartitionRequest frameType = iota + 1 // credit:u32 nameLen:u16 name
-	frameAddCredit                             // credit:u32
-	frameResumeConsumption                     // (empty)
-	frameCancel                                // (empty): the consumer gives the channel up
+	framePartitionRequest  frameType = iota + 1 // credit:u32 nameLen:u16 name
+	frameAddCredit                              // credit:u32
+	frameResumeConsumption                      // (empty)
+	frameCancel                                 // (empty): the consumer gives the channel up
 	// producer → consumer
 	frameBuffer // backlog:u32 data
 	frameEvent  // kind:u8 flags:u8 id:i64 timestamp:i64
