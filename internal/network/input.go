@@ -104,8 +104,12 @@ func (g *Gate) release(in *inChan, b []byte) {
 	g.grant(grants)
 }
 
-// remove drops in from the gate, returning its floating buffers.
+// remove drops in from the gate, returning its floating buffers, and from
+// the node's live channels.
 func (g *Gate) remove(in *inChan) {
+	g.node.mu.Lock()
+	delete(g.node.inputs, in)
+	g.node.mu.Unlock()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.chans[in.idx] != in {
@@ -235,8 +239,11 @@ func Subscribe[T any](g *Gate, addr, name string, c codec.Codec[T]) (*InputChann
 	in.m.Credit.Store(int64(cr))
 	g.chans[idx] = in.inChan
 	g.mu.Unlock()
+	g.node.mu.Lock()
+	g.node.inputs[in.inChan] = struct{}{}
+	g.node.mu.Unlock()
 	if err := conn.addInput(in.inChan, cr); err != nil {
-		g.remove(in.inChan)
+		in.fail(err)
 		return nil, err
 	}
 	return in, nil

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
 	"github.com/weirstream/weir/codec"
@@ -186,4 +187,64 @@ func trunc(items []item) string {
 		b.WriteString(s + " ")
 	}
 	return b.String()
+}
+
+// TestChannelMetricsExport: the node's collector exports every live
+// channel's figures under Flink-like names.
+func TestChannelMetricsExport(t *testing.T) {
+	prod := newNode(t, Options{}, true)
+	cons := newNode(t, Options{}, false)
+	g := cons.NewGate()
+	in, err := Subscribe(g, prod.Addr(), "m", codec.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := NewOutput(prod, "m", codec.String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Write([]string{strings.Repeat("z", 40_000)}, nil) // 2 buffers
+	out.Flush()
+	for got := 0; got < 1; {
+		what, recs, _, _, err := in.Poll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if what == Records {
+			got += len(recs)
+			continue
+		}
+		<-g.Doorbell()
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prod.Collector(), cons.Collector())
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			labels := ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() != "peer" {
+					labels += l.GetName() + "=" + l.GetValue() + ","
+				}
+			}
+			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			vals[strings.TrimPrefix(f.GetName(), channelPrefix)+"{"+labels+"}"] = v
+		}
+	}
+	for key, want := range map[string]float64{
+		"numBuffersOut{channel=m,direction=out,}": 2,
+		"numBytesOut{channel=m,direction=out,}":   40_006, // 3 bytes of record header, 3 of string length
+		"numBuffersIn{channel=m,direction=in,}":   2,
+		"numBytesIn{channel=m,direction=in,}":     40_006,
+		"credit{channel=m,direction=in,}":         2,
+		"backlog{channel=m,direction=out,}":       0,
+	} {
+		if got, ok := vals[key]; !ok || got != want {
+			t.Errorf("%s = %v (present %t), want %v; all: %v", key, got, ok, want, vals)
+		}
+	}
 }

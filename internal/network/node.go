@@ -41,6 +41,7 @@ type Node struct {
 	raw      map[net.Conn]struct{} // accepted, still in the handshake
 	dialed   map[string]*dialing
 	outputs  map[string]*outChan
+	inputs   map[*inChan]struct{} // live input channels, for Channels
 	requests map[string]pendingRequest
 
 	flushMu      sync.Mutex
@@ -81,6 +82,7 @@ func New(opts Options) (*Node, error) {
 		raw:       map[net.Conn]struct{}{},
 		dialed:    map[string]*dialing{},
 		outputs:   map[string]*outChan{},
+		inputs:    map[*inChan]struct{}{},
 		requests:  map[string]pendingRequest{},
 		wakeFlush: make(chan struct{}, 1),
 	}
