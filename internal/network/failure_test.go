@@ -422,3 +422,55 @@ func TestHandshakeRefusals(t *testing.T) {
 		t.Fatalf("after refusals: %v, %v", got, err)
 	}
 }
+
+// TestConsumerCancel: a consumer that gives its channel up tells the
+// producer, whose blocked write ends with ErrCancelled naming the channel
+// and the peer; the gate's other channel goes on.
+func TestConsumerCancel(t *testing.T) {
+	prod := newNode(t, Options{BufferSize: 256}, true)
+	cons := newNode(t, Options{BufferSize: 256}, false)
+	g := cons.NewGate()
+	gone, err := Subscribe(g, prod.Addr(), "gone", codec.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stays, err := Subscribe(g, prod.Addr(), "stays", codec.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := NewOutput(prod, "gone", codec.String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := NewOutput(prod, "stays", codec.String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	werr := make(chan error, 1)
+	go func() {
+		for {
+			if err := out.WriteRecord(strings.Repeat("c", 100), NoTimestamp); err != nil {
+				werr <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(50 * time.Millisecond) // the writer fills its credit and blocks
+	gone.Cancel()
+	select {
+	case err := <-werr:
+		if !errors.Is(err, ErrCancelled) || !strings.Contains(err.Error(), `channel "gone", peer 127.0.0.1:`) {
+			t.Fatalf("producer: %v, want ErrCancelled naming the channel and peer", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("cancel did not reach the producer")
+	}
+	if what, _, _, _, err := gone.Poll(); what != Empty || !errors.Is(err, ErrCancelled) {
+		t.Fatalf("Poll after Cancel: %v, %v; want Empty and ErrCancelled", what, err)
+	}
+	other.Write([]string{"a", "b"}, nil)
+	other.Emit(Event{Kind: EndOfPartition})
+	if got, err := drain(t, g, stays, ident, 10*time.Second); err != nil || trunc(got) != `"a" "b" end-of-partition ` {
+		t.Fatalf("the other channel: %s, %v", trunc(got), err)
+	}
+}
