@@ -291,7 +291,11 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 			return nil, err
 		}
 		if opts.Exchange == "tcp" {
-			x, err := runtime.NewNetExchange(network.Options{Logger: logger})
+			// Small buffers: in-flight data under backpressure stays close to
+			// what the in-process queues hold (QueueSize batches), so that
+			// barriers are not held up behind megabytes (weir has no buffer
+			// debloating yet).
+			x, err := runtime.NewNetExchange(network.Options{Logger: logger, BufferSize: 4 << 10, FloatingBuffers: 2, SenderBuffers: 2})
 			if err != nil {
 				return nil, fmt.Errorf("weir: Options.Exchange tcp: %w", err)
 			}
