@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -21,7 +21,7 @@ type restFlags struct {
 func (f *restFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.address, "rest-address", weir.DefaultRESTAddress,
 		`host:port of the REST API, Prometheus /metrics and the web dashboard ("off" or "" disables it; other than a loopback address it needs --rest-token)`)
-	c.Flags().StringVar(&f.token, "rest-token", "", "bearer token the REST API requires (or set WEIR_REST_TOKEN; default: none)")
+	c.Flags().StringVar(&f.token, "rest-token", "", "bearer token the REST API requires (or set "+tokenEnv+"; default: none)")
 }
 
 // restServer is the REST API of a `weir run` process: bound before the job
@@ -41,7 +41,7 @@ func listenREST(f restFlags, log io.Writer) (*restServer, error) {
 	}
 	token := f.token
 	if token == "" {
-		token = os.Getenv("WEIR_REST_TOKEN")
+		token = envToken(log)
 	}
 	srv, err := weir.NewRESTServer(weir.RESTOptions{Address: addr, Token: token})
 	if err != nil {
@@ -71,6 +71,23 @@ func (r *restServer) serve(job *weir.JobClient) (stop func()) {
 			fmt.Fprintln(r.log, "weir:", err)
 		}
 	}
+}
+
+// restLinger bounds how long the REST API outlives its job for clients
+// that have yet to read the outcome of an operation.
+var restLinger = 10 * time.Second
+
+// settle waits, once the job has ended, until the clients have read the
+// outcome of every operation they started through the API (weir stop and
+// weir savepoint poll for the savepoint's path), for at most restLinger: a
+// stopped job ends before the client's next poll.
+func (r *restServer) settle() {
+	if r == nil || r.served == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), restLinger)
+	defer cancel()
+	r.srv.AwaitAnswered(ctx)
 }
 
 // close releases the address when the job never started.

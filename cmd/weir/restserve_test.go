@@ -133,7 +133,7 @@ func TestRunServesRESTToTheClient(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("weir run still runs 30s after cancel; stderr:\n%s", w.stderr.String())
 	}
-	if !strings.Contains(w.stderr.String(), "canceled") {
+	if !strings.Contains(w.stderr.String(), "job wordcount was cancelled: "+dir+"/out holds what its checkpoints committed, up to checkpoint ") {
 		t.Errorf("stderr does not say the job was cancelled:\n%s", w.stderr.String())
 	}
 }
