@@ -83,5 +83,5 @@ func applyConfig(cmd *cobra.Command, path string) error {
 	if err != nil {
 		return err
 	}
-	return f.Apply(cmd.Flags())
+	return f.Apply(cmd.Flags(), cmd.CommandPath())
 }

@@ -200,10 +200,11 @@ func ParseDuration(s string) (time.Duration, error) {
 	return time.Duration(n) * unit, nil
 }
 
-// Apply sets the flags of fs that the file sets and the command line did
-// not (flags override the file). A key whose flag fs does not have is an
-// error: the command has no such setting.
-func (f *File) Apply(fs *pflag.FlagSet) error {
+// Apply sets the flags of fs, those of the command named command (for
+// messages, such as "weir run wordcount"), that the file sets and the
+// command line did not (flags override the file). A key whose flag fs does
+// not have is an error: the command has no such setting.
+func (f *File) Apply(fs *pflag.FlagSet, command string) error {
 	// Host and Port keys share one host:port flag: gather its parts first.
 	type hostPort struct {
 		host, port string
@@ -214,7 +215,7 @@ func (f *File) Apply(fs *pflag.FlagSet) error {
 	for _, s := range f.Settings {
 		fl := fs.Lookup(s.Key.Flag)
 		if fl == nil {
-			return fmt.Errorf("%s:%d: %s does not apply to %s: it has no --%s", f.Path, s.Line, s.Key.Name, fs.Name(), s.Key.Flag)
+			return fmt.Errorf("%s:%d: %s does not apply to %s: it has no --%s", f.Path, s.Line, s.Key.Name, command, s.Key.Flag)
 		}
 		if fl.Changed {
 			continue

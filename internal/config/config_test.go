@@ -171,7 +171,7 @@ func TestApply(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := f.Apply(fs); err != nil {
+			if err := f.Apply(fs, "weir run wordcount"); err != nil {
 				t.Fatalf("Apply: %v", err)
 			}
 			for name, want := range c.want {
@@ -189,8 +189,8 @@ func TestApplyMissingFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = f.Apply(flags())
-	if err == nil || !strings.Contains(err.Error(), "weir.yaml:2: execution.checkpointing.savepoint-dir does not apply to wordcount: it has no --savepoint-dir") {
+	err = f.Apply(flags(), "weir run wordcount")
+	if err == nil || !strings.Contains(err.Error(), "weir.yaml:2: execution.checkpointing.savepoint-dir does not apply to weir run wordcount: it has no --savepoint-dir") {
 		t.Errorf("Apply: %v", err)
 	}
 }

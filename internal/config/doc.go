@@ -25,7 +25,7 @@
 //
 //	f, err := config.Load(path) // checks every key and value
 //	if err != nil { ... }
-//	err = f.Apply(cmd.Flags()) // sets the flags not given on the command line
+//	err = f.Apply(cmd.Flags(), cmd.CommandPath()) // sets the flags not given on the command line
 //
 // # Adding a key
 //
