@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/internal/config"
 	"github.com/weirstream/weir/internal/rest"
 )
 
@@ -494,4 +495,15 @@ func TestAtLeastOnceMode(t *testing.T) {
 		}
 	}
 	t.Logf("%d kills; %d words", kills, len(want))
+}
+
+// TestConfigKeysHaveFlags: every key of the configuration file sets a flag
+// of weir run wordcount, the command the README shows it with.
+func TestConfigKeysHaveFlags(t *testing.T) {
+	fs := newWordCountCommand().Flags()
+	for _, k := range config.Keys {
+		if fs.Lookup(k.Flag) == nil {
+			t.Errorf("%s sets --%s, which weir run wordcount does not have", k.Name, k.Flag)
+		}
+	}
 }

@@ -222,3 +222,26 @@ func TestKeysTable(t *testing.T) {
 		seen[k.Name] = true
 	}
 }
+
+// TestREADMEExample: the configuration file of the README loads.
+func TestREADMEExample(t *testing.T) {
+	md, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := strings.Split(string(md), "```yaml\n")
+	if len(blocks) < 2 {
+		t.Fatal("README.md has no yaml block")
+	}
+	for _, b := range blocks[1:] {
+		text, _, _ := strings.Cut(b, "```")
+		f, err := Parse("README.md", []byte(text))
+		if err != nil {
+			t.Errorf("the README's configuration: %v", err)
+			continue
+		}
+		if len(f.Settings) < 5 {
+			t.Errorf("the README's configuration has %d settings", len(f.Settings))
+		}
+	}
+}
