@@ -497,6 +497,25 @@ func TestAtLeastOnceMode(t *testing.T) {
 	t.Logf("%d kills; %d words", kills, len(want))
 }
 
+// TestNexmarkRunConfig: weir nexmark run reads the same file, and refuses
+// a key it has no flag for.
+func TestNexmarkRunConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	os.WriteFile(good, []byte("parallelism.default: 1\nexecution.checkpointing.interval: 100 ms\nstate.backend.type: hashmap\n"), 0o644)
+	stdout, stderr, code := runWeir(t, "nexmark", "run", "--query", "q0", "--events", "1000", "--config", good)
+	if code != 0 || !strings.Contains(stdout, "1000") {
+		t.Errorf("nexmark run --config: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("execution.checkpointing.savepoint-dir: "+dir+"\n"), 0o644)
+	_, stderr, code = runWeir(t, "nexmark", "run", "--query", "q0", "--events", "1000", "--config", bad)
+	if want := bad + ":1: execution.checkpointing.savepoint-dir does not apply to weir nexmark run: it has no --savepoint-dir\n"; code != 1 || stderr != "weir: "+want {
+		t.Errorf("nexmark run with a key it lacks: exit %d, stderr %q; want %q", code, stderr, want)
+	}
+}
+
 // TestConfigKeysHaveFlags: every key of the configuration file sets a flag
 // of weir run wordcount, the command the README shows it with.
 func TestConfigKeysHaveFlags(t *testing.T) {
