@@ -97,7 +97,7 @@ func savepointAt(t *testing.T, path, under string) {
 
 var (
 	stopLine      = regexp.MustCompile(`^Job wordcount stopped with savepoint (\S+)\n$`)
-	savepointLine = regexp.MustCompile(`^Savepoint(?: \d+ \(.*\))? of job wordcount completed: (\S+)\n$`)
+	savepointLine = regexp.MustCompile(`^Savepoint \d+ \(.*\) of job wordcount completed: (\S+)\n$`)
 	runStopLine   = regexp.MustCompile(`(?m)^wordcount: stopped with savepoint (\S+); resume with --restore (\S+)$`)
 )
 
@@ -127,6 +127,13 @@ func TestRunStopAndSavepointWithDir(t *testing.T) {
 		t.Fatalf("weir savepoint --dir: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	savepointAt(t, m[1], dir+"/sp1")
+	// weir run reports the savepoint too.
+	reported := regexp.MustCompile(`(?m)^weir: savepoint \d+ completed: ` + regexp.QuoteMeta(m[1]) + `$`)
+	for deadline := time.Now().Add(10 * time.Second); !reported.MatchString(w.stderr.String()); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("weir run does not report the savepoint %s; stderr:\n%s", m[1], w.stderr.String())
+		}
+	}
 
 	stdout, stderr, code = runWeir(t, "stop", "wordcount", "--dir", dir+"/sp2", "--jobmanager", w.url)
 	m = stopLine.FindStringSubmatch(stdout)

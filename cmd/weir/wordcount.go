@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"io"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/weirstream/weir/connectors/datagen"
 	"github.com/weirstream/weir/connectors/file"
 	"github.com/weirstream/weir/examples/wordcount"
+	"github.com/weirstream/weir/internal/jobmaster"
 	"github.com/weirstream/weir/internal/storage"
 )
 
@@ -226,7 +228,9 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 			}
 		}
 	}()
+	reported := reportSavepoints(job, os.Stderr)
 	err = job.Wait()
+	<-reported
 	rs.settle()
 	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
@@ -242,6 +246,41 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 	abs, _ := filepath.Abs(f.output)
 	fmt.Fprintf(stdout, "wordcount: counted %s; results (word,count) in %s\n", input, abs)
 	return nil
+}
+
+// savepointPoll is how often weir run looks for savepoints to report.
+const savepointPoll = 200 * time.Millisecond
+
+// reportSavepoints prints each savepoint the job completes (weir savepoint,
+// weir stop), with its path, until the job ends; the channel is closed
+// once it has printed the last one.
+func reportSavepoints(job *weir.JobClient, w io.Writer) <-chan struct{} {
+	done := make(chan struct{})
+	seen := map[int64]bool{}
+	report := func() {
+		_, history := job.Checkpoints()
+		for _, c := range history {
+			if c.Savepoint && c.Status == jobmaster.Completed && !seen[c.ID] {
+				seen[c.ID] = true
+				fmt.Fprintf(w, "weir: savepoint %d completed: %s\n", c.ID, c.Path)
+			}
+		}
+	}
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(savepointPoll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				report()
+			case <-job.Done():
+				report()
+				return
+			}
+		}
+	}()
+	return done
 }
 
 // canceledError says what a job cancelled through the REST API left in its
