@@ -2,6 +2,8 @@
 # GOTOOLCHAIN=local, and weir needs Go 1.27 (generic methods).
 export GOTOOLCHAIN := go1.27.3
 GO ?= go
+# pipefail: a test run piped into its report still fails the target.
+SHELL := /bin/bash
 # gofmt of the selected toolchain: an older gofmt on PATH cannot parse
 # generic methods.
 # ($(shell) does not see exported variables in make 4.3: set it here too.)
@@ -10,7 +12,7 @@ GOFMT = $(shell GOTOOLCHAIN=$(GOTOOLCHAIN) $(GO) env GOROOT)/bin/gofmt
 # Packages whose goroutines talk to each other: tested with the race detector.
 RACE_PKGS := ./internal/runtime/... ./connectors/... ./codec/... .
 
-.PHONY: all build demo test test-short vet fmt bench bench-pgo pgo nexmark clean
+.PHONY: all build demo test ci test-short vet fmt bench bench-pgo pgo nexmark clean
 
 all: build test
 
@@ -24,9 +26,19 @@ vet:
 	$(GO) vet ./...
 	@out=$$($(GOFMT) -l . 2>&1 | grep -v '^testdata/'); if [ -n "$$out" ]; then echo "gofmt needed (or failed):"; echo "$$out"; exit 1; fi
 
+# The whole suite (about 20 minutes on two cores), then the race detector
+# on the concurrent packages; it ends by listing the tests that skipped
+# and why (no Chromium, no MinIO, ...). The output is go test's own.
 test: vet
-	$(GO) test -count=1 ./...
-	$(GO) test -count=1 -race $(RACE_PKGS)
+	@mkdir -p out && rm -f out/skipped.txt
+	set -o pipefail; $(GO) test -count=1 -json ./... | $(GO) run ./internal/testutil/testreport -skipped out/skipped.txt
+	set -o pipefail; $(GO) test -count=1 -race -json $(RACE_PKGS) | $(GO) run ./internal/testutil/testreport -skipped out/skipped.txt
+	@$(GO) run ./internal/testutil/testreport -list out/skipped.txt
+
+# Exactly what CI runs: installs Chromium, builds MinIO (cached), requires
+# both, then make test.
+ci:
+	bash .ci/run
 
 fmt:
 	$(GOFMT) -w .

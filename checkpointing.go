@@ -369,7 +369,18 @@ func (c *JobClient) TriggerSavepoint(ctx context.Context, dir string) (string, e
 // StopWithSavepoint takes a savepoint, lets sinks commit, then stops the
 // job; it returns the savepoint's path.
 func (c *JobClient) StopWithSavepoint(ctx context.Context, dir string) (string, error) {
-	return c.jm.TriggerSavepoint(ctx, dir, true)
+	path, err := c.jm.TriggerSavepoint(ctx, dir, true)
+	c.info.stoppedWith(path, err)
+	return path, err
+}
+
+// StopSavepoint returns the path of the savepoint the job was stopped with
+// (StopWithSavepoint, DrainWithSavepoint, or a stop through the REST API),
+// once that call returned; "" if it was not stopped with one.
+func (c *JobClient) StopSavepoint() string {
+	c.info.mu.Lock()
+	defer c.info.mu.Unlock()
+	return c.info.stopSavepoint
 }
 
 // DrainWithSavepoint stops the job with a savepoint after draining it
@@ -393,6 +404,7 @@ func (c *JobClient) DrainWithSavepoint(ctx context.Context, dir string) (string,
 		}
 	}
 	path, err := c.jm.TriggerSavepoint(ctx, dir, true)
+	c.info.stoppedWith(path, err)
 	if err != nil {
 		for _, t := range sources {
 			t.Post(context.WithoutCancel(ctx), t.Undrain()) // ErrTaskEnded: nothing to resume

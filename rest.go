@@ -45,6 +45,18 @@ type jobInfo struct {
 	cancelling bool
 	exceptions []rest.ExceptionInfo // newest first
 	sources    []*iruntime.Task     // the current attempt's source tasks
+	// stopSavepoint is the savepoint the job was stopped with.
+	stopSavepoint string
+}
+
+// stoppedWith records the outcome of a stop with a savepoint.
+func (i *jobInfo) stoppedWith(path string, err error) {
+	if err != nil {
+		return
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.stopSavepoint = path
 }
 
 func newJobInfo(opts Options, name string, jg *graph.JobGraph) *jobInfo {
@@ -538,6 +550,13 @@ func (s *RESTServer) Serve(ctx context.Context) error {
 	}
 	return s.srv.ServeListener(ctx, ln)
 }
+
+// AwaitAnswered waits until every asynchronous operation started through
+// the server (checkpoint, savepoint, stop) has ended and a client has read
+// its outcome, or until ctx is done (it then returns ctx.Err()). Call it
+// before Close when the process ends with its job: the client that stopped
+// the job then reads the savepoint's path.
+func (s *RESTServer) AwaitAnswered(ctx context.Context) error { return s.srv.AwaitAnswered(ctx) }
 
 // Ready is closed once Serve listens; Addr then reports the address.
 func (s *RESTServer) Ready() <-chan struct{} { return s.srv.Ready() }

@@ -41,18 +41,18 @@ type clientFlags struct {
 func newClientCommands() []*cobra.Command {
 	return []*cobra.Command{
 		clientCommand(&cobra.Command{Use: "list", Short: "List the jobs of a running JobManager", Args: cobra.NoArgs}, false, runList),
-		clientCommand(&cobra.Command{Use: "info JOB", Short: "Show a job's status, vertices and checkpoint counts", Args: cobra.ExactArgs(1)}, false, runInfo),
-		clientCommand(&cobra.Command{Use: "cancel JOB", Short: "Cancel a job", Args: cobra.ExactArgs(1)}, false, runCancel),
+		clientCommand(&cobra.Command{Use: "info JOB", Short: "Show a job's status, vertices and checkpoint counts", Args: jobArg}, false, runInfo),
+		clientCommand(&cobra.Command{Use: "cancel JOB", Short: "Cancel a job", Args: jobArg}, false, runCancel),
 		clientCommand(&cobra.Command{Use: "checkpoint JOB", Short: "Take a checkpoint of a job now and wait for it",
 			Long: "Triggers a checkpoint, waits until it completed and prints its id, duration and size.",
-			Args: cobra.ExactArgs(1)}, true, runCheckpoint),
+			Args: jobArg}, true, runCheckpoint),
 		clientCommand(&cobra.Command{Use: "savepoint JOB", Short: "Take a savepoint of a job and wait for it",
 			Long: "Takes a savepoint into --dir (default: the job's savepoint directory), waits until it completed and prints its path.",
-			Args: cobra.ExactArgs(1)}, true, runSavepoint),
+			Args: jobArg}, true, runSavepoint),
 		clientCommand(&cobra.Command{Use: "stop JOB", Short: "Stop a job with a savepoint",
 			Long: "Takes a savepoint into --dir (default: the job's savepoint directory), lets sinks commit, stops the job and prints the savepoint's path.",
-			Args: cobra.ExactArgs(1)}, true, runStop),
-		clientCommand(&cobra.Command{Use: "checkpoints JOB", Short: "Show a job's checkpoint counts and recent history", Args: cobra.ExactArgs(1)}, false, runCheckpoints),
+			Args: jobArg}, true, runStop),
+		clientCommand(&cobra.Command{Use: "checkpoints JOB", Short: "Show a job's checkpoint counts and recent history", Args: jobArg}, false, runCheckpoints),
 	}
 }
 
@@ -75,7 +75,7 @@ func clientCommand(c *cobra.Command, waits bool, run clientRun) *cobra.Command {
 	f := &clientFlags{}
 	cx := &clientCtx{cmd: c, flags: f}
 	c.Flags().StringVar(&f.jobmanager, "jobmanager", defaultJobManager, "URL of the JobManager's REST API (or set WEIR_JOBMANAGER)")
-	c.Flags().StringVar(&f.token, "token", "", "bearer token of the REST API (or set WEIR_TOKEN)")
+	c.Flags().StringVar(&f.token, "token", "", "bearer token of the REST API (or set "+tokenEnv+")")
 	c.Flags().StringVar(&f.caFile, "ca-file", "", "PEM file of the CA certificates to trust for an https:// --jobmanager (or set WEIR_CA_FILE; default: the system's roots)")
 	if waits {
 		c.Flags().DurationVar(&f.timeout, "timeout", 0, "give up waiting after this long (e.g. 5m); 0 waits until the operation ends")
@@ -94,7 +94,7 @@ func clientCommand(c *cobra.Command, waits bool, run clientRun) *cobra.Command {
 			}
 		}
 		if f.token == "" {
-			f.token = os.Getenv("WEIR_TOKEN")
+			f.token = envToken(cmd.ErrOrStderr())
 		}
 		if f.caFile == "" {
 			f.caFile = os.Getenv("WEIR_CA_FILE")
@@ -117,6 +117,26 @@ func clientCommand(c *cobra.Command, waits bool, run clientRun) *cobra.Command {
 		return run(ctx, cx, args)
 	}
 	return c
+}
+
+// tokenEnv is the variable holding the REST API's token, read by the
+// server (weir run) and the clients alike.
+const tokenEnv = "WEIR_REST_TOKEN"
+
+// oldTokenEnv is the clients' former variable, still read.
+const oldTokenEnv = "WEIR_TOKEN"
+
+// envToken returns the token of the environment: tokenEnv, or else the
+// deprecated oldTokenEnv with a note on w.
+func envToken(w io.Writer) string {
+	if t := os.Getenv(tokenEnv); t != "" {
+		return t
+	}
+	if t := os.Getenv(oldTokenEnv); t != "" {
+		fmt.Fprintf(w, "weir: %s is deprecated: set %s instead (weir run and the client commands both read it)\n", oldTokenEnv, tokenEnv)
+		return t
+	}
+	return ""
 }
 
 // --- HTTP --------------------------------------------------------------------
@@ -217,7 +237,7 @@ func (c *restClient) call(ctx context.Context, method, path string, in, out any)
 			msg = fmt.Sprintf("the JobManager answered %s to %s %s", resp.Status, method, u.Path)
 		}
 		if resp.StatusCode == http.StatusUnauthorized {
-			msg += " (pass --token or set WEIR_TOKEN)"
+			msg += " (pass --token or set " + tokenEnv + ")"
 		}
 		return &apiError{code: resp.StatusCode, msg: oneLine(msg)}
 	}
@@ -344,7 +364,11 @@ func waitOperation(ctx context.Context, cx *clientCtx, statusPath, what, job str
 		case res.Status.ID == rest.StatusCompleted && res.Operation == nil:
 			return nil, fmt.Errorf("the JobManager reported the %s of job %s completed without an outcome", what, job)
 		case res.Status.ID == rest.StatusCompleted && res.Operation.FailureCause != nil:
-			return nil, fmt.Errorf("the %s of job %s failed: %s", what, job, oneLine(res.Operation.FailureCause.StackTrace))
+			cause := oneLine(res.Operation.FailureCause.StackTrace)
+			if strings.Contains(cause, "no savepoint directory") {
+				return nil, noSavepointDir(cx, job)
+			}
+			return nil, fmt.Errorf("the %s of job %s failed: %s", what, job, cause)
 		case res.Status.ID == rest.StatusCompleted:
 			return res.Operation, nil
 		}
@@ -409,13 +433,21 @@ func runInfo(ctx context.Context, cx *clientCtx, args []string) error {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "VERTEX\tNAME\tPARALLELISM\tSTATUS\tRECORDS IN\tRECORDS OUT\tBYTES IN\tBYTES OUT\tBACKPRESSURE")
+	uncounted := false
 	for _, v := range d.Vertices {
 		m := v.Metrics
+		in, out := countedBytes(m.ReadBytes, m.ReadBytesComplete), countedBytes(m.WriteBytes, m.WriteBytesComplete)
+		uncounted = uncounted || !m.ReadBytesComplete || !m.WriteBytesComplete
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s (%.0f%%)\n", v.ID, v.Name, v.Parallelism, v.Status,
-			m.ReadRecords, m.WriteRecords, formatBytes(m.ReadBytes), formatBytes(m.WriteBytes),
-			v.BackPressure.Level, 100*v.BackPressure.Ratio)
+			m.ReadRecords, m.WriteRecords, in, out, v.BackPressure.Level, 100*v.BackPressure.Ratio)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if uncounted {
+		fmt.Fprintln(w, "\nBytes (-) are not counted: they measure records serialized between processes, and the tasks of this job pass them in memory.")
+	}
+	return nil
 }
 
 func runCancel(ctx context.Context, cx *clientCtx, args []string) error {
@@ -459,8 +491,31 @@ func pathSuffix(p *string) string {
 	return ": " + *p
 }
 
+// needSavepointDir fails early, with what to do, when neither --dir nor
+// the job's default savepoint directory says where a savepoint goes.
+func needSavepointDir(ctx context.Context, cx *clientCtx, job string) error {
+	if cx.dir != "" {
+		return nil
+	}
+	var cfg rest.CheckpointConfig
+	if err := cx.api.call(ctx, "GET", jobPath(job, "/checkpoints/config"), nil, &cfg); err != nil {
+		return err
+	}
+	if cfg.SavepointDir == "" {
+		return noSavepointDir(cx, job)
+	}
+	return nil
+}
+
+func noSavepointDir(cx *clientCtx, job string) error {
+	return fmt.Errorf("job %s has no savepoint directory: pass one with %s --dir DIR, or start weir run with --savepoint-dir DIR", job, cx.cmd.CommandPath())
+}
+
 func runSavepoint(ctx context.Context, cx *clientCtx, args []string) error {
 	job := args[0]
+	if err := needSavepointDir(ctx, cx, job); err != nil {
+		return err
+	}
 	var trig rest.TriggerResponse
 	req := rest.SavepointTriggerRequest{TargetDirectory: cx.dir}
 	if err := cx.api.call(ctx, "POST", jobPath(job, "/savepoints"), req, &trig); err != nil {
@@ -477,6 +532,9 @@ func runSavepoint(ctx context.Context, cx *clientCtx, args []string) error {
 
 func runStop(ctx context.Context, cx *clientCtx, args []string) error {
 	job := args[0]
+	if err := needSavepointDir(ctx, cx, job); err != nil {
+		return err
+	}
 	var trig rest.TriggerResponse
 	req := rest.StopWithSavepointRequest{TargetDirectory: cx.dir, Drain: cx.drain}
 	if err := cx.api.call(ctx, "POST", jobPath(job, "/stop"), req, &trig); err != nil {
@@ -487,6 +545,7 @@ func runStop(ctx context.Context, cx *clientCtx, args []string) error {
 		return err
 	}
 	fmt.Fprintf(cx.stdout, "Job %s stopped with savepoint %s\n", job, location(op))
+
 	return nil
 }
 
@@ -533,6 +592,9 @@ func runCheckpoints(ctx context.Context, cx *clientCtx, args []string) error {
 		fmt.Fprintln(w, "No checkpoints yet.")
 		return nil
 	}
+	if note := idGapNote(s); note != "" {
+		fmt.Fprintln(w, note)
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTYPE\tSTATUS\tTRIGGERED\tDURATION\tSIZE\tACKS\tPATH OR FAILURE")
@@ -557,6 +619,27 @@ func runCheckpoints(ctx context.Context, cx *clientCtx, args []string) error {
 	return tw.Flush()
 }
 
+// idGapNote explains why this run's first checkpoint id is not the one
+// after the restored checkpoint's (or 1): ids are reserved in blocks of 100
+// in the checkpoint storage, so that no id repeats after a crash.
+func idGapNote(s rest.CheckpointingStatistics) string {
+	var last int64
+	for _, h := range s.History {
+		last = max(last, h.ID)
+	}
+	// The ids of one run are consecutive; the history may hold only the
+	// newest of them.
+	first := last - s.Counts.Total + 1
+	var after int64
+	if r := s.Latest.Restored; r != nil {
+		after = r.ID
+	}
+	if s.Counts.Total <= 0 || first <= after+1 {
+		return ""
+	}
+	return fmt.Sprintf("Checkpoint ids of this run start at %d, not %d: each run reserves ids in blocks of 100 in the checkpoint storage, so that no id repeats after a crash; the ids between were never used.", first, after+1)
+}
+
 // --- formatting --------------------------------------------------------------
 
 func formatTime(ms int64) string {
@@ -579,6 +662,14 @@ func formatMillis(ms int64) string {
 	default:
 		return d.Round(time.Second).String()
 	}
+}
+
+// countedBytes formats a byte counter, "-" when it is not counted.
+func countedBytes(n int64, complete bool) string {
+	if !complete {
+		return "-"
+	}
+	return formatBytes(n)
 }
 
 func formatBytes(n int64) string {

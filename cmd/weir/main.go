@@ -2,7 +2,7 @@
 // REST API.
 //
 //	weir demo
-//	weir run wordcount [--input PATH] [--output DIR] [--parallelism N] [--checkpoint-interval D --checkpoint-dir DIR] [--restore latest|PATH]
+//	weir run wordcount [--input PATH] [--output DIR] [--parallelism N] [--checkpoint-interval D --checkpoint-dir DIR] [--savepoint-dir DIR] [--restore latest|PATH] [--config weir.yaml]
 //	weir nexmark gen --events N --output FILE
 //	weir list | info | cancel | checkpoint | savepoint | stop | checkpoints [--jobmanager URL]
 package main

@@ -127,6 +127,7 @@ type nexmarkRunFlags struct {
 	backend     string
 	restart     string
 	incremental bool
+	config      string
 }
 
 func newNexmarkRunCommand() *cobra.Command {
@@ -157,6 +158,9 @@ Queries: ` + strings.Join(queries.Names(), ", ") + `.`,
   weir nexmark run --query q1 --input events.jsonl --output out/q1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyConfig(cmd, f.config); err != nil {
+				return err
+			}
 			return runNexmarkRun(cmd, f)
 		},
 	}
@@ -169,6 +173,7 @@ Queries: ` + strings.Join(queries.Names(), ", ") + `.`,
 	fl.StringVar(&f.output, "output", "", "directory for the rows as CSV part files (default: a counting blackhole)")
 	fl.StringVar(&f.cpuProfile, "cpu-profile", "", "write a CPU profile of the run to this file (read it with go tool pprof)")
 	addNexmarkJobFlags(fl, &f)
+	addConfigFlag(c, &f.config)
 	return c
 }
 

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -27,7 +27,7 @@ type restFlags struct {
 func (f *restFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.address, "rest-address", weir.DefaultRESTAddress,
 		`host:port of the REST API, Prometheus /metrics and the web dashboard ("off" or "" disables it; other than a loopback address it needs --rest-token)`)
-	c.Flags().StringVar(&f.token, "rest-token", "", "bearer token the REST API requires (or set WEIR_REST_TOKEN; default: none)")
+	c.Flags().StringVar(&f.token, "rest-token", "", "bearer token the REST API requires (or set "+tokenEnv+"; default: none)")
 	c.Flags().StringSliceVar(&f.savepointRoots, "savepoint-allowed-roots", nil,
 		"directories or storage URLs (comma-separated, or the flag repeated) under which REST requests may take savepoints besides the job's savepoint directory; s3:// roots lend their endpoint=… parameters to the targets under them (default: none)")
 	c.Flags().StringSliceVar(&f.trustedOrigins, "rest-trusted-origins", nil,
@@ -77,7 +77,7 @@ func listenREST(f restFlags, log io.Writer) (*restServer, error) {
 	}
 	token := f.token
 	if token == "" {
-		token = os.Getenv("WEIR_REST_TOKEN")
+		token = envToken(log)
 	}
 	opts, err := f.options(addr, token)
 	if err != nil {
@@ -111,6 +111,23 @@ func (r *restServer) serve(job *weir.JobClient) (stop func()) {
 			fmt.Fprintln(r.log, "weir:", err)
 		}
 	}
+}
+
+// restLinger bounds how long the REST API outlives its job for clients
+// that have yet to read the outcome of an operation.
+var restLinger = 10 * time.Second
+
+// settle waits, once the job has ended, until the clients have read the
+// outcome of every operation they started through the API (weir stop and
+// weir savepoint poll for the savepoint's path), for at most restLinger: a
+// stopped job ends before the client's next poll.
+func (r *restServer) settle() {
+	if r == nil || r.served == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), restLinger)
+	defer cancel()
+	r.srv.AwaitAnswered(ctx)
 }
 
 // close releases the address when the job never started.

@@ -16,6 +16,7 @@ import (
 // runningWeir is a `weir run` process.
 type runningWeir struct {
 	url    string      // its REST API
+	stdout *syncBuffer // what it printed on stdout so far
 	stderr *syncBuffer // what it printed on stderr so far
 	exited chan struct{}
 	err    error // its exit error, once exited is closed
@@ -26,17 +27,24 @@ type runningWeir struct {
 // killed at the end of the test if still running.
 func startWordCount(t *testing.T, args ...string) *runningWeir {
 	t.Helper()
+	return startWordCountEnv(t, nil, args...)
+}
+
+// startWordCountEnv is startWordCount with env ("NAME=value") added to the
+// process's environment.
+func startWordCountEnv(t *testing.T, env []string, args ...string) *runningWeir {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"run", "wordcount"}, args...)...)
-	cmd.Env = append(os.Environ(), "WEIR_TEST_MAIN=1")
+	cmd.Env = append(append(os.Environ(), "WEIR_TEST_MAIN=1"), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stdout = io.Discard
+	w := &runningWeir{stdout: new(syncBuffer), stderr: new(syncBuffer), exited: make(chan struct{})}
+	cmd.Stdout = w.stdout
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	w := &runningWeir{stderr: new(syncBuffer), exited: make(chan struct{})}
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		<-w.exited
@@ -133,7 +141,7 @@ func TestRunServesRESTToTheClient(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("weir run still runs 30s after cancel; stderr:\n%s", w.stderr.String())
 	}
-	if !strings.Contains(w.stderr.String(), "canceled") {
+	if !strings.Contains(w.stderr.String(), "job wordcount was cancelled: "+dir+"/out holds what its checkpoints committed, up to checkpoint ") {
 		t.Errorf("stderr does not say the job was cancelled:\n%s", w.stderr.String())
 	}
 }

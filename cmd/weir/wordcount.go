@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/weirstream/weir/connectors/datagen"
 	"github.com/weirstream/weir/connectors/file"
 	"github.com/weirstream/weir/examples/wordcount"
+	"github.com/weirstream/weir/internal/jobmaster"
 	"github.com/weirstream/weir/internal/storage"
 )
 
@@ -40,6 +42,8 @@ type wordCountFlags struct {
 	rest        restFlags
 	repeatRate  float64
 	watch       time.Duration
+	ckpt        checkpointFlags
+	config      string
 }
 
 func newWordCountCommand() *cobra.Command {
@@ -53,6 +57,9 @@ the job emits its running count as a line "word,count" into part files in the
 output directory. Without --input it counts a bundled demo text.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyConfig(cmd, f.config); err != nil {
+				return err
+			}
 			return runWordCount(cmd.Context(), f, cmd.OutOrStdout())
 		},
 	}
@@ -68,6 +75,8 @@ output directory. Without --input it counts a bundled demo text.`,
 	c.Flags().Float64Var(&f.repeatRate, "repeat-rate", 0, "read the bundled demo text again and again, this many lines per second: a job that runs until cancelled, to try the REST API and the dashboard (0: read it once)")
 	c.Flags().DurationVar(&f.watch, "watch", 0, "follow the --input directory: list it this often (e.g. 1s), read new files and lines appended to files, and run until cancelled")
 	c.Flags().StringVar(&f.restore, "restore", "", `resume from "latest" (the newest complete checkpoint in --checkpoint-dir) or from a checkpoint or savepoint path`)
+	f.ckpt.register(c)
+	addConfigFlag(c, &f.config)
 	return c
 }
 
@@ -77,6 +86,21 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 	}
 	if ctx == nil {
 		ctx = context.Background()
+	}
+	// Every flag is checked before anything is touched (prepareOutput
+	// removes an earlier result).
+	if f.backend != "heap" && f.backend != "pebble" {
+		return fmt.Errorf("--state-backend is %q: use heap or pebble", f.backend)
+	}
+	if f.incremental && f.backend != "pebble" {
+		return fmt.Errorf("--incremental needs --state-backend pebble: the %s backend takes full snapshots only", f.backend)
+	}
+	if f.changelog && f.backend != "pebble" {
+		return fmt.Errorf("--changelog needs --state-backend pebble: the changelog is the pebble backend's")
+	}
+	opts := weir.Options{Parallelism: f.parallelism, JobID: "wordcount", Restore: f.restore, StateBackend: f.backend}
+	if err := f.ckpt.apply(&opts); err != nil {
+		return err
 	}
 	var src connector.Source[string]
 	watched := false
@@ -125,7 +149,14 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 	if f.restore == "latest" && f.ckptDir == "" {
 		return fmt.Errorf("--restore latest needs --checkpoint-dir: the directory that holds the checkpoints")
 	}
-	exactlyOnce := f.interval > 0 || f.ckptDir != "" || f.restore != ""
+	if f.ckpt.savepointDir != "" {
+		if _, err := storage.Open(f.ckpt.savepointDir); err != nil {
+			return fmt.Errorf("--savepoint-dir: %w", err)
+		}
+	}
+	// A savepoint directory is for weir stop: the sink commits at the stop's
+	// savepoint.
+	exactlyOnce := f.interval > 0 || f.ckptDir != "" || f.restore != "" || f.ckpt.savepointDir != ""
 	var sink connector.Sink[string]
 	if u, err := endpointURL(f.output, schemes(outputEndpoints)); err != nil {
 		return fmt.Errorf("--output %w", err)
@@ -140,15 +171,6 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	if f.backend != "heap" && f.backend != "pebble" {
-		return fmt.Errorf("--state-backend is %q: use heap or pebble", f.backend)
-	}
-	if f.incremental && f.backend != "pebble" {
-		return fmt.Errorf("--incremental needs --state-backend pebble: the %s backend takes full snapshots only", f.backend)
-	}
-	if f.changelog && f.backend != "pebble" {
-		return fmt.Errorf("--changelog needs --state-backend pebble: the changelog is the pebble backend's")
-	}
 	if f.ckptDir != "" {
 		// A bad URL, a missing bucket or wrong credentials: say so now, not
 		// at the first checkpoint.
@@ -160,7 +182,6 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 			return fmt.Errorf("--checkpoint-dir: %w", err)
 		}
 	}
-	opts := weir.Options{Parallelism: f.parallelism, JobID: "wordcount", Restore: f.restore, StateBackend: f.backend}
 	opts.Checkpointing.Interval = f.interval
 	opts.Checkpointing.Incremental = f.incremental || f.changelog
 	opts.Checkpointing.Changelog.Enabled = f.changelog
@@ -207,16 +228,73 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 			}
 		}
 	}()
-	if err := job.Wait(); err != nil {
+	reported := reportSavepoints(job, os.Stderr)
+	err = job.Wait()
+	<-reported
+	rs.settle()
+	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
 			// Cancelled through the REST API (weir cancel), not by a signal.
-			return fmt.Errorf("job wordcount was canceled; what its checkpoints committed is in %s", f.output)
+			return canceledError(job, exactlyOnce, f.output)
 		}
 		return fmt.Errorf("wordcount failed: %w", err)
+	}
+	if sp := job.StopSavepoint(); sp != "" {
+		fmt.Fprintf(stdout, "wordcount: stopped with savepoint %s; resume with --restore %s\n", sp, sp)
+		return nil
 	}
 	abs, _ := filepath.Abs(f.output)
 	fmt.Fprintf(stdout, "wordcount: counted %s; results (word,count) in %s\n", input, abs)
 	return nil
+}
+
+// savepointPoll is how often weir run looks for savepoints to report.
+const savepointPoll = 200 * time.Millisecond
+
+// reportSavepoints prints each savepoint the job completes (weir savepoint,
+// weir stop), with its path, until the job ends; the channel is closed
+// once it has printed the last one.
+func reportSavepoints(job *weir.JobClient, w io.Writer) <-chan struct{} {
+	done := make(chan struct{})
+	seen := map[int64]bool{}
+	report := func() {
+		_, history := job.Checkpoints()
+		for _, c := range history {
+			if c.Savepoint && c.Status == jobmaster.Completed && !seen[c.ID] {
+				seen[c.ID] = true
+				fmt.Fprintf(w, "weir: savepoint %d completed: %s\n", c.ID, c.Path)
+			}
+		}
+	}
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(savepointPoll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				report()
+			case <-job.Done():
+				report()
+				return
+			}
+		}
+	}()
+	return done
+}
+
+// canceledError says what a job cancelled through the REST API left in its
+// output.
+func canceledError(job *weir.JobClient, checkpointed bool, output string) error {
+	sum, _ := job.Checkpoints()
+	switch {
+	case !checkpointed:
+		return fmt.Errorf("job wordcount was cancelled: it ran without checkpoints, so %s holds what it wrote until then, uncommitted and incomplete", output)
+	case sum.LatestCompleted == 0:
+		return fmt.Errorf("job wordcount was cancelled before a checkpoint completed: nothing was committed to %s", output)
+	default:
+		return fmt.Errorf("job wordcount was cancelled: %s holds what its checkpoints committed, up to checkpoint %d", output, sum.LatestCompleted)
+	}
 }
 
 // prepareOutput makes sure dir is a writable directory and, when clean is

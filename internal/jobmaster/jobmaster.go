@@ -773,7 +773,15 @@ func (jm *JobMaster) trigger(ctx context.Context, d checkpoint.TriggerCheckpoint
 		return
 	}
 	jm.targets[d.ID] = opts
-	jm.stats.triggered(d.ID, d.Kind == checkpoint.KindSavepoint, time.UnixMilli(d.Timestamp), len(jm.tasks), opts.Dir)
+	statsPath := opts.Dir
+	if d.Kind == checkpoint.KindSavepoint {
+		// A savepoint's path is where it can be restored from, as
+		// TriggerSavepoint returns it (its directory alone names nothing).
+		if u := opts.Store.URL(); u != "" {
+			statsPath = joinURL(u, opts.Dir)
+		}
+	}
+	jm.stats.triggered(d.ID, d.Kind == checkpoint.KindSavepoint, time.UnixMilli(d.Timestamp), len(jm.tasks), statsPath)
 	for _, t := range jm.sources {
 		jm.post(ctx, t, t.TriggerCheckpoint(d.ID, d.Timestamp, opts))
 	}

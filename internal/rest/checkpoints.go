@@ -524,4 +524,7 @@ func (s *Server) operationStatus(w http.ResponseWriter, r *http.Request, kind op
 		out.Operation = op
 	}
 	writeJSON(w, http.StatusOK, out)
+	if res.done {
+		s.ops.markRead(kind, r.PathValue("jobid"), id)
+	}
 }

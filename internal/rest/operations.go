@@ -32,6 +32,8 @@ type opResult struct {
 	checkpointID int64
 	location     string
 	err          error
+	// read is set once a poll answered the outcome.
+	read bool
 }
 
 // opFunc runs an operation; it returns a checkpoint id or a location.
@@ -55,11 +57,14 @@ type operations struct {
 	stopped bool
 	byKey   map[opKey]*opResult
 	order   []opKey // oldest first
+	// changed is closed (and replaced) when an operation ends or its
+	// outcome is read: awaitRead's wake-up.
+	changed chan struct{}
 }
 
 func newOperations(max int, logger *slog.Logger) *operations {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &operations{logger: logger, max: max, ctx: ctx, cancel: cancel, byKey: make(map[opKey]*opResult)}
+	return &operations{logger: logger, max: max, ctx: ctx, cancel: cancel, byKey: make(map[opKey]*opResult), changed: make(chan struct{})}
 }
 
 // start runs fn as operation id (a new random id when empty) of job and
@@ -110,6 +115,49 @@ func (o *operations) run(key opKey, res *opResult, fn opFunc) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	res.done, res.checkpointID, res.location, res.err = true, cid, loc, err
+	o.signal()
+}
+
+// signal wakes awaitRead; o.mu is held.
+func (o *operations) signal() {
+	close(o.changed)
+	o.changed = make(chan struct{})
+}
+
+// markRead records that a poll answered the outcome of a finished
+// operation.
+func (o *operations) markRead(kind opKind, job, id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if r, ok := o.byKey[opKey{kind, job, id}]; ok && r.done && !r.read {
+		r.read = true
+		o.signal()
+	}
+}
+
+// awaitRead waits until every operation kept has ended and had its
+// outcome read by a poll, or until ctx is done.
+func (o *operations) awaitRead(ctx context.Context) error {
+	for {
+		o.mu.Lock()
+		settled := true
+		for _, r := range o.byKey {
+			if !r.done || !r.read {
+				settled = false
+				break
+			}
+		}
+		changed := o.changed
+		o.mu.Unlock()
+		if settled {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // evictOldestDone forgets the oldest finished operation; false if every

@@ -404,3 +404,48 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("defaults: %+v", o)
 	}
 }
+
+// TestAwaitAnswered: AwaitAnswered returns once every operation ended and
+// a poll read its outcome, and not before.
+func TestAwaitAnswered(t *testing.T) {
+	jm, wc, _ := fixture()
+	s := startServer(t, jm, rest.Options{})
+	// Nothing started: nothing to wait for.
+	if err := s.AwaitAnswered(context.Background()); err != nil {
+		t.Fatalf("no operation: %v", err)
+	}
+	wc.Hold()
+	id := trigger(t, s, "/jobs/wordcount/savepoints", `{"target-directory":"/sp"}`)
+	answered := make(chan error, 1)
+	go func() { answered <- s.AwaitAnswered(context.Background()) }()
+	// In progress, then done but unread: still waiting.
+	s.do(t, "GET", "/jobs/wordcount/savepoints/"+id, "")
+	wc.Release()
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case err := <-answered:
+		t.Fatalf("AwaitAnswered returned %v before the outcome was read", err)
+	default:
+	}
+	res := waitOperation(t, s, "/jobs/wordcount/savepoints/"+id)
+	if res.Operation == nil || res.Operation.Location == nil {
+		t.Fatalf("operation %+v", res.Operation)
+	}
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("AwaitAnswered still waits after the outcome was read")
+	}
+	// An outcome nobody reads: the context bounds the wait.
+	wc.Hold()
+	trigger(t, s, "/jobs/wordcount/checkpoints", "")
+	wc.Release()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := s.AwaitAnswered(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("unread outcome: %v, want the deadline", err)
+	}
+}

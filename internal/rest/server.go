@@ -198,6 +198,13 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 
 // TLS reports whether the server speaks HTTPS (Options.TLSCertFile).
 func (s *Server) TLS() bool { return s.tls != nil }
+// AwaitAnswered waits until every asynchronous operation (checkpoint,
+// savepoint, stop) has ended and a poll of its status has read its
+// outcome, or until ctx is done (it then returns ctx.Err()). A process
+// that ends with its job calls it before Close, so that the client that
+// asked for the stop reads the savepoint's path instead of a refused
+// connection.
+func (s *Server) AwaitAnswered(ctx context.Context) error { return s.ops.awaitRead(ctx) }
 
 // Ready is closed once Serve listens; Addr then reports the address.
 func (s *Server) Ready() <-chan struct{} { return s.ready }

@@ -1,0 +1,104 @@
+package config
+
+import (
+	"math"
+	"time"
+)
+
+// Kind is the type of a key's value.
+type Kind int
+
+const (
+	// Duration is a Go duration (1m30s) or a Flink one (10 s, 500 ms; a
+	// bare number is milliseconds), bounded by Min and Max in nanoseconds.
+	Duration Kind = iota
+	// Int is a decimal integer in [Min, Max].
+	Int
+	// Bool is true or false.
+	Bool
+	// String is any non-empty text.
+	String
+	// Enum is one of Values, or an alias of one (Aliases).
+	Enum
+	// Host is the host part of a host:port flag (Flink's rest.address).
+	Host
+	// Port is the port part of a host:port flag (Flink's rest.port), an
+	// integer in [Min, Max].
+	Port
+)
+
+// Key is one setting of the file and the flag it sets.
+type Key struct {
+	// Name is Flink's key, such as "execution.checkpointing.interval".
+	Name string
+	// Flag is the flag the key sets, without dashes. Host and Port keys
+	// share a host:port flag.
+	Flag string
+	Kind Kind
+	// Min and Max bound Int and Port values, and Duration values in
+	// nanoseconds. Max 0 means no upper bound.
+	Min, Max int64
+	// ZeroOK accepts 0 besides [Min, Max] (0 meaning "off").
+	ZeroOK bool
+	// Values are an Enum's values, as the flag takes them.
+	Values []string
+	// Aliases are other spellings of an Enum's values (Flink's), lower
+	// case with '-' for '_', mapped to the value the flag takes.
+	Aliases map[string]string
+	// Accepts says in words what the key accepts, for error messages.
+	Accepts string
+}
+
+// Keys are the keys the file may hold: what weir's commands can set
+// today. A key is accepted by the commands that have its flag.
+var Keys = []Key{
+	{Name: "parallelism.default", Flag: "parallelism", Kind: Int, Min: 1, Max: 128,
+		Accepts: "an integer from 1 to 128"},
+
+	{Name: "execution.checkpointing.interval", Flag: "checkpoint-interval", Kind: Duration,
+		Min: int64(time.Millisecond), ZeroOK: true,
+		Accepts: "0 (no periodic checkpoints) or a duration of at least 1ms, such as 10s"},
+	{Name: "execution.checkpointing.mode", Flag: "checkpointing-mode", Kind: Enum,
+		Values:  []string{"exactly-once", "at-least-once"},
+		Accepts: "EXACTLY_ONCE or AT_LEAST_ONCE (or exactly-once, at-least-once)"},
+	{Name: "execution.checkpointing.timeout", Flag: "checkpoint-timeout", Kind: Duration,
+		Min:     int64(time.Millisecond),
+		Accepts: "a duration of at least 1ms, such as 10min"},
+	{Name: "execution.checkpointing.min-pause", Flag: "checkpoint-min-pause", Kind: Duration,
+		Min:     0,
+		Accepts: "0 or a positive duration, such as 500ms"},
+	{Name: "execution.checkpointing.max-concurrent-checkpoints", Flag: "max-concurrent-checkpoints", Kind: Int,
+		Min: 1, Max: math.MaxInt32,
+		Accepts: "an integer of at least 1"},
+	{Name: "execution.checkpointing.tolerable-failed-checkpoints", Flag: "tolerable-failed-checkpoints", Kind: Int,
+		Min: -1, Max: math.MaxInt32,
+		Accepts: "an integer of at least 0, or -1 for unlimited"},
+	{Name: "execution.checkpointing.savepoint-dir", Flag: "savepoint-dir", Kind: String,
+		Accepts: "a directory or a storage URL (file:///path, s3://bucket/prefix)"},
+
+	{Name: "state.backend.type", Flag: "state-backend", Kind: Enum,
+		Values:  []string{"heap", "pebble"},
+		Aliases: map[string]string{"hashmap": "heap", "rocksdb": "pebble"},
+		Accepts: "heap or pebble (Flink's hashmap and rocksdb are read as heap and pebble)"},
+	{Name: "state.checkpoints.dir", Flag: "checkpoint-dir", Kind: String,
+		Accepts: "a directory or a storage URL (file:///path, s3://bucket/prefix, memory://name)"},
+	{Name: "state.backend.incremental", Flag: "incremental", Kind: Bool,
+		Accepts: "true or false"},
+	{Name: "state.changelog.enabled", Flag: "changelog", Kind: Bool,
+		Accepts: "true or false"},
+
+	{Name: "rest.address", Flag: "rest-address", Kind: Host,
+		Accepts: "a host name or IP address, such as 127.0.0.1"},
+	{Name: "rest.port", Flag: "rest-address", Kind: Port, Min: 0, Max: 65535,
+		Accepts: "a port from 0 (any free port) to 65535"},
+}
+
+// lookup returns the key named name.
+func lookup(name string) (*Key, bool) {
+	for i := range Keys {
+		if Keys[i].Name == name {
+			return &Keys[i], true
+		}
+	}
+	return nil, false
+}
