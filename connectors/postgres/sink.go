@@ -542,7 +542,7 @@ type flatRows struct {
 	rows int
 }
 
-func (f *flatRows) Next() bool     { f.i++; return f.i <= f.rows }
+func (f *flatRows) Next() bool { f.i++; return f.i <= f.rows }
 func (f *flatRows) Values() ([]any, error) {
 	return f.buf[(f.i-1)*f.n : f.i*f.n], nil
 }
@@ -657,7 +657,7 @@ func (w *writer[T]) Close() error {
 type twoPhaseWriter[T any] struct{ *writer[T] }
 
 var (
-	_ connector.PreCommitter   = twoPhaseWriter[int]{}
+	_ connector.PreCommitter     = twoPhaseWriter[int]{}
 	_ connector.BatchWriter[int] = twoPhaseWriter[int]{}
 )
 
