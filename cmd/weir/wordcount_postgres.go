@@ -117,3 +117,51 @@ func quoteTable(t string) string {
 	}
 	return strings.Join(parts, ".")
 }
+
+func postgresInput(ctx context.Context, u *url.URL, _ wordCountFlags) (connector.Source[string], error) {
+	p, connURL, err := pgParams(u, "table", "column", "stop", "slot", "publication")
+	if err != nil {
+		return nil, err
+	}
+	table, column := p["table"], p["column"]
+	if table == "" || column == "" {
+		return nil, fmt.Errorf("%s: add ?table=NAME&column=NAME, the table and the text column whose values are the lines", u.Redacted())
+	}
+	opts := postgres.CDCOptions{
+		URL: connURL, Tables: []string{table}, Slot: p["slot"], Publication: p["publication"],
+		Columns: []postgres.Column{{Table: table, Name: column, Types: "text|varchar|bpchar"}},
+	}
+	switch p["stop"] {
+	case "":
+	case "current":
+		opts.StopAtCurrent = true
+	default:
+		return nil, fmt.Errorf("stop=%s: use stop=current (end at the WAL position of the first start) or leave it out", p["stop"])
+	}
+	if opts.Slot == "" {
+		opts.Slot = "weir_wordcount_" + strings.ToLower(strings.NewReplacer(".", "_", "-", "_").Replace(table))
+	}
+	// Inserted rows (and the snapshot's) are lines; updates and deletes
+	// are not.
+	src, err := postgres.NewCDC(opts, func(c *postgres.Change) (string, bool, error) {
+		if c.Kind != postgres.Read && c.Kind != postgres.Insert {
+			return "", false, nil
+		}
+		v, ok := c.New[column]
+		if !ok || v == nil {
+			return "", false, nil
+		}
+		s, ok := v.(string)
+		if !ok {
+			return "", false, fmt.Errorf("column %s holds %T, not text", column, v)
+		}
+		return s, true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := src.Check(ctx); err != nil {
+		return nil, err
+	}
+	return src, nil
+}

@@ -369,7 +369,13 @@ func (r *cdcReader[T]) Poll(out connector.Emitter[T]) (connector.Status, error) 
 			r.pos.Skip = r.curIdx
 			return connector.MoreAvailable, nil
 		}
-		r.pos.LSN, r.pos.Skip = max(r.pos.LSN, r.cur.end), 0
+		if r.cur.changes != nil {
+			r.pos.LSN, r.pos.Skip = max(r.pos.LSN, r.cur.end), 0
+		} else if r.pos.Skip == 0 {
+			// The server passed this position with nothing for us. (With
+			// Skip set, the transaction read in part is still to come.)
+			r.pos.LSN = max(r.pos.LSN, r.cur.end)
+		}
 		r.cur = nil
 	}
 	if r.pos.Stop != 0 && r.pos.LSN >= r.pos.Stop {
