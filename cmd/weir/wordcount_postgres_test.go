@@ -155,7 +155,7 @@ func TestPostgresWordCount(t *testing.T) {
 	srv := pgtest.Start(t, pgtest.Options{})
 	rng := pgSeed(t)
 	dir := t.TempDir()
-	input := wordsInput(t, dir, 100_000)
+	input := wordsInput(t, dir, 60_000)
 	text, err := os.ReadFile(input)
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func TestPostgresWordCount(t *testing.T) {
 		ck := filepath.Join(t.TempDir(), "ck")
 		args := []string{"run", "wordcount", "--input", input, "--output", url + "&table=counts",
 			"--parallelism", "2", "--checkpoint-interval", "50ms", "--checkpoint-dir", ck}
-		runKilled(t, rng, args, 4, 2000*time.Millisecond, func() int64 { return pgCount(t, url, "counts") })
+		runKilled(t, rng, args, 4, 1500*time.Millisecond, func() int64 { return pgCount(t, url, "counts") })
 		checkCountTable(t, url, "counts", want)
 		n := pgQuery[int64](t, url, "SELECT count(*) FROM counts")
 		if r := startAndKill(t, append(slices.Clip(args), "--restore", "latest"), 60*time.Second); r.code != 0 {
@@ -187,7 +187,7 @@ func TestPostgresWordCount(t *testing.T) {
 		ck := filepath.Join(t.TempDir(), "ck")
 		args := []string{"run", "wordcount", "--input", input, "--output", url + "&table=latest&mode=upsert",
 			"--parallelism", "2", "--checkpoint-interval", "50ms", "--checkpoint-dir", ck}
-		runKilled(t, rng, args, 3, 2000*time.Millisecond, func() int64 { return pgCount(t, url, "latest") })
+		runKilled(t, rng, args, 3, 1500*time.Millisecond, func() int64 { return pgCount(t, url, "latest") })
 		got := map[string]int{}
 		for _, line := range pgQuery[string](t, url, "SELECT word || ',' || count FROM latest") {
 			w, k, _ := parseCountLine(line)

@@ -66,7 +66,7 @@ func describe(cs []Change) []string {
 	return out
 }
 
-func newReader(t *testing.T, src *CDC[Change], splits []connector.SplitState) connector.Reader[Change] {
+func newReader(t testing.TB, src *CDC[Change], splits []connector.SplitState) connector.Reader[Change] {
 	t.Helper()
 	r, err := src.NewReader(connector.ReaderContext{Subtask: 0, Parallelism: 1, Logger: slog.Default(), RequestCheckpoint: func() {}})
 	if err != nil {

@@ -51,7 +51,7 @@ func query[T any](t *testing.T, url, sql string, args ...any) []T {
 	return out
 }
 
-func exec(t *testing.T, url string, sql ...string) {
+func exec(t testing.TB, url string, sql ...string) {
 	t.Helper()
 	ctx := context.Background()
 	c, err := pgx.Connect(ctx, url)
