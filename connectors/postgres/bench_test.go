@@ -288,6 +288,11 @@ func BenchmarkCDCLag(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer conn.Close(ctx)
+	// The test server runs with synchronous_commit = off, whose WAL
+	// writer flushes (and so lets the WAL sender send) every 200 ms.
+	if _, err := conn.Exec(ctx, "SET synchronous_commit = on"); err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	for i := range b.N {
 		if _, err := conn.Exec(ctx, "INSERT INTO items (v, n) VALUES ('x', $1)", i); err != nil {
