@@ -462,6 +462,9 @@ func (r *cdcReader[T]) start(out connector.Emitter[T]) error {
 			if sqlState(err) == "55006" {
 				return fmt.Errorf("replication slot %s is in use by another client: stop it, or give this job another slot", o.Slot)
 			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("create replication slot %s: not done within 60 s: the server waits for every transaction open at the start to end, prepared ones too (see pg_stat_activity and pg_prepared_xacts): %v", o.Slot, pgMessage(err))
+			}
 			return fmt.Errorf("create replication slot %s: %v", o.Slot, pgMessage(err))
 		}
 		lsn, err := pglogrepl.ParseLSN(res.ConsistentPoint)

@@ -78,7 +78,10 @@
 // checkpoint taken before that first poll holds no position, and a job
 // restored from it starts the capture over (a new slot and snapshot). A
 // fresh start (no checkpoint) drops and recreates an existing slot of that
-// name that no client holds. One subtask reads the slot.
+// name that no client holds. One subtask reads the slot. Creating a slot
+// waits for every transaction open on the server at that moment to end,
+// prepared transactions included: a prepared transaction left behind (see
+// pg_prepared_xacts) holds it up.
 //
 // # Command line
 //

@@ -63,6 +63,11 @@ func TestJobConfirmsSlotAfterCheckpoints(t *testing.T) {
 	// The snapshot is read (the slot exists) before the next rows come,
 	// which only the stream can bring.
 	for start := time.Now(); n.Len() < 100; time.Sleep(10 * time.Millisecond) {
+		select {
+		case <-job.Done():
+			t.Fatalf("job ended: %v", job.Wait())
+		default:
+		}
 		if time.Since(start) > 30*time.Second {
 			t.Fatalf("snapshot: %d rows of 100 after 30 s", n.Len())
 		}

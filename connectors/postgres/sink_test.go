@@ -223,6 +223,9 @@ func TestSinkCleanup(t *testing.T) {
 	if got, want := prepared(t, url), []string{"weir-kv-other-3-7"}; !slices.Equal(got, want) {
 		t.Fatalf("prepared = %v, want %v", got, want)
 	}
+	// A prepared transaction left on the shared server would hold up the
+	// creation of every logical replication slot (the CDC tests').
+	exec(t, url, "ROLLBACK PREPARED 'weir-kv-other-3-7'")
 }
 
 // TestSinkServerRestartBetweenPrepareAndCommit: the server restarts after
