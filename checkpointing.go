@@ -14,6 +14,7 @@ import (
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/jobmaster"
+	"github.com/weirstream/weir/internal/network"
 	"github.com/weirstream/weir/internal/restart"
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/internal/statebackend"
@@ -289,9 +290,26 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 			veto.veto() // no restart can cure it (opstate_restore.go)
 			return nil, err
 		}
+		if opts.Exchange == "tcp" {
+			// Small buffers: in-flight data under backpressure stays close to
+			// what the in-process queues hold (QueueSize batches), so that
+			// barriers are not held up behind megabytes (weir has no buffer
+			// debloating yet).
+			x, err := runtime.NewNetExchange(network.Options{Logger: logger, BufferSize: 4 << 10, FloatingBuffers: 2, SenderBuffers: 2})
+			if err != nil {
+				return nil, fmt.Errorf("weir: Options.Exchange tcp: %w", err)
+			}
+			bc.net = x
+		}
 		tasks, err := bc.deploy(e)
 		if err != nil {
+			if bc.net != nil {
+				bc.net.Close()
+			}
 			return nil, err
+		}
+		if bc.net != nil {
+			bc.net.Start() // it closes itself when the attempt's channels end
 		}
 		info.deployed(attempt, tasks)
 		return &jobmaster.Deployment{Tasks: tasks, Stop: bc.stop}, nil

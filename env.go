@@ -177,6 +177,8 @@ type buildCtx struct {
 	restore   *jobmaster.Restored
 	responder runtime.Responder
 	attempt   int
+	// net carries the non-chained edges over TCP (Options.Exchange "tcp").
+	net *runtime.NetExchange
 }
 
 func (bc *buildCtx) fail(err error) {

@@ -69,6 +69,13 @@ type Options struct {
 	// uid) that the job no longer has. Default: false — such state fails
 	// the start, so that state is never dropped silently.
 	AllowNonRestoredState bool
+	// Exchange is how records cross between tasks: "local" (in-process
+	// channels of batches) or "tcp" (every non-chained edge whose record
+	// type codec.Of supports goes through the network data plane,
+	// internal/network, on 127.0.0.1: serialized, credit-based flow
+	// control; for tests and benchmarks of the network path). Default:
+	// the environment variable WEIR_EXCHANGE if set, else "local".
+	Exchange string
 }
 
 // CheckpointMode selects the checkpointing guarantee.
@@ -170,6 +177,12 @@ func (o *Options) EnsureDefaults() {
 	if o.FilterLoop == "" {
 		o.FilterLoop = "adaptive"
 	}
+	if o.Exchange == "" {
+		o.Exchange = os.Getenv("WEIR_EXCHANGE")
+	}
+	if o.Exchange == "" {
+		o.Exchange = "local"
+	}
 	if o.LocalStateDir == "" {
 		o.LocalStateDir = filepath.Join(os.TempDir(), "weir-state")
 	}
@@ -214,6 +227,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("weir: Options.StateBackend is %q; want \"heap\" or \"pebble\"", o.StateBackend)
 	case o.FilterLoop != "adaptive" && o.FilterLoop != "branch-free" && o.FilterLoop != "branching":
 		return fmt.Errorf("weir: Options.FilterLoop is %q; want \"adaptive\", \"branch-free\" or \"branching\" (empty means adaptive)", o.FilterLoop)
+	case o.Exchange != "local" && o.Exchange != "tcp":
+		return fmt.Errorf("weir: Options.Exchange is %q (or WEIR_EXCHANGE); want \"local\" or \"tcp\" (empty means local)", o.Exchange)
 	}
 	c := o.Checkpointing
 	switch {

@@ -442,6 +442,20 @@ type RESTOptions struct {
 	// for the token and sends it with its API requests. Default: none
 	// (loopback only).
 	Token string
+	// SavepointAllowedRoots are the places, besides a job's savepoint
+	// directory (CheckpointOptions.SavepointDir), under which a REST
+	// request may ask for a savepoint: storage URLs or paths. A target
+	// elsewhere, or whose ".." leaves its root, gets 403 naming the roots,
+	// and so does an S3 target with parameters of its own (endpoint=…): it
+	// takes those of the root it lies under. Default: none.
+	SavepointAllowedRoots []string
+	// TrustedOrigins are web origins besides the server's own whose pages
+	// may send state-changing requests (a reverse proxy's public origin,
+	// e.g. "https://weir.example"). Default: none.
+	TrustedOrigins []string
+	// TLSCertFile and TLSKeyFile, a PEM certificate and its key, make the
+	// server speak HTTPS only. Both or neither. Default: plain HTTP.
+	TLSCertFile, TLSKeyFile string
 	// Handlers are mounted beside the API by ServeMux pattern, behind the
 	// same authentication. The web dashboard is served at "/" already (a
 	// handler matching its paths replaces it there); "GET /metrics" is
@@ -479,7 +493,9 @@ func NewRESTServer(opts RESTOptions) (*RESTServer, error) {
 		}
 		handlers[pattern] = h
 	}
-	srv, err := rest.New(jm, rest.Options{Address: opts.Address, Token: opts.Token, Handlers: handlers, Logger: opts.Logger})
+	srv, err := rest.New(jm, rest.Options{Address: opts.Address, Token: opts.Token, Handlers: handlers, Logger: opts.Logger,
+		SavepointAllowedRoots: opts.SavepointAllowedRoots, TrustedOrigins: opts.TrustedOrigins,
+		TLSCertFile: opts.TLSCertFile, TLSKeyFile: opts.TLSKeyFile})
 	if err != nil {
 		return nil, fmt.Errorf("weir: %w", err)
 	}
@@ -536,6 +552,18 @@ func (s *RESTServer) Addr() net.Addr {
 		return ln.Addr()
 	}
 	return s.srv.Addr()
+}
+
+// URL is the server's base URL, https:// with TLS; "" before it listens.
+func (s *RESTServer) URL() string {
+	a := s.Addr()
+	if a == nil {
+		return ""
+	}
+	if s.srv.TLS() {
+		return "https://" + a.String()
+	}
+	return "http://" + a.String()
 }
 
 // Handler is the server's handler (the API, the dashboard, /metrics and

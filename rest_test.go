@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -57,10 +59,11 @@ func restJob(t *testing.T, id string, mutate func(*weir.Options), mapFn func(int
 }
 
 // serveREST serves the REST API for jobs on a free loopback port and
-// returns its base URL; the server stops at the end of the test.
+// returns its base URL; the server stops at the end of the test. Savepoints
+// may go under the temporary directory (where t.TempDir is).
 func serveREST(t *testing.T, jobs ...*weir.JobClient) string {
 	t.Helper()
-	srv, err := weir.NewRESTServer(weir.RESTOptions{Address: "127.0.0.1:0"})
+	srv, err := weir.NewRESTServer(weir.RESTOptions{Address: "127.0.0.1:0", SavepointAllowedRoots: []string{os.TempDir()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +93,9 @@ func call(t *testing.T, method, url, body string) (int, []byte) {
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if method != "GET" {
+		req.Header.Set("Content-Type", "application/json") // the server refuses state changes without it
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -583,9 +589,10 @@ func TestRESTSavepointAndStopOnARealJob(t *testing.T) {
 		t.Errorf("/v1/jobs/sp: %+v", v1)
 	}
 
-	// A savepoint into a directory of the request, then into the default.
+	// A savepoint into a directory of the request (relative: under the
+	// default), then into the default.
 	for _, c := range []struct{ body, want string }{
-		{fmt.Sprintf(`{"target-directory": %q}`, dir+"/asked"), dir + "/asked"},
+		{`{"target-directory": "asked"}`, dir + "/default/asked"},
 		{"", dir + "/default"},
 	} {
 		code, b := call(t, "POST", j+"/savepoints", c.body)
@@ -768,7 +775,12 @@ func TestRESTStopWithDrainFailedSavepoint(t *testing.T) {
 		return d.Vertices[0].Metrics.WriteRecords
 	}
 	eventually(t, "records to flow", func() bool { return written() > 0 })
-	code, b := call(t, "POST", j+"/stop", `{"targetDirectory": "nosuchscheme://x", "drain": true}`)
+	blocker := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Allowed, but a file is where the directory would be: the savepoint fails.
+	code, b := call(t, "POST", j+"/stop", fmt.Sprintf(`{"targetDirectory": %q, "drain": true}`, blocker+"/sp"))
 	if code != http.StatusAccepted {
 		t.Fatalf("POST stop: %d %s", code, b)
 	}

@@ -1,6 +1,7 @@
 package weir
 
 import (
+	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/runtime"
@@ -94,6 +95,9 @@ type typedEdge[T any] struct {
 	// group (Hash edges only). One per writer: it may keep a scratch buffer.
 	keyGroup func(maxPar int) func(T) int
 	chans    [][]*runtime.Channel[T] // [consumer subtask][producer subtask]
+	// wchans are the channels writers send into: chans, or with
+	// Options.Exchange "tcp" the bridges that carry them over the network.
+	wchans [][]*runtime.Channel[T]
 }
 
 func connectPort[T any](p *port[T], to consumer[T], input int, part graph.Partitioner, partSet bool, keyGroup func(int) func(T) int) {
@@ -113,12 +117,33 @@ func (e *typedEdge[T]) connected(c, p int) bool {
 func (e *typedEdge[T]) createChannels(bc *buildCtx) {
 	prod, cons := bc.parallelism(e.from), bc.parallelism(e.to.target())
 	e.chans = make([][]*runtime.Channel[T], cons)
+	e.wchans = e.chans
+	var cd codec.Codec[T]
+	if bc.net != nil {
+		var err error
+		if cd, err = codec.Of[T](); err != nil {
+			bc.logger.Debug("exchange tcp: edge stays in process", "err", err)
+		} else {
+			e.wchans = make([][]*runtime.Channel[T], cons)
+		}
+	}
 	for c := range cons {
 		e.chans[c] = make([]*runtime.Channel[T], prod)
+		if cd != nil {
+			e.wchans[c] = make([]*runtime.Channel[T], prod)
+		}
 		doorbell := bc.task(e.to.target(), c).Doorbell
 		for p := range prod {
 			if e.connected(c, p) {
 				e.chans[c][p] = runtime.NewChannel[T](bc.opts.QueueSize, doorbell, nil)
+				if cd != nil {
+					w, err := runtime.Bridge(bc.net, e.chans[c][p], cd, bc.stop)
+					if err != nil {
+						bc.fail(err)
+						return
+					}
+					e.wchans[c][p] = w
+				}
 			}
 		}
 	}
@@ -126,9 +151,9 @@ func (e *typedEdge[T]) createChannels(bc *buildCtx) {
 
 func (e *typedEdge[T]) writer(bc *buildCtx, s int) runtime.Output[T] {
 	var targets []*runtime.Channel[T]
-	for c := range e.chans {
+	for c := range e.wchans {
 		if e.connected(c, s) {
-			targets = append(targets, e.chans[c][s])
+			targets = append(targets, e.wchans[c][s])
 		}
 	}
 	o := runtime.WriterOptions[T]{

@@ -6,6 +6,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +34,7 @@ var pollInterval = 100 * time.Millisecond
 type clientFlags struct {
 	jobmanager string
 	token      string
+	caFile     string
 	timeout    time.Duration
 }
 
@@ -73,12 +76,13 @@ func clientCommand(c *cobra.Command, waits bool, run clientRun) *cobra.Command {
 	cx := &clientCtx{cmd: c, flags: f}
 	c.Flags().StringVar(&f.jobmanager, "jobmanager", defaultJobManager, "URL of the JobManager's REST API (or set WEIR_JOBMANAGER)")
 	c.Flags().StringVar(&f.token, "token", "", "bearer token of the REST API (or set WEIR_TOKEN)")
+	c.Flags().StringVar(&f.caFile, "ca-file", "", "PEM file of the CA certificates to trust for an https:// --jobmanager (or set WEIR_CA_FILE; default: the system's roots)")
 	if waits {
 		c.Flags().DurationVar(&f.timeout, "timeout", 0, "give up waiting after this long (e.g. 5m); 0 waits until the operation ends")
 	}
 	switch c.Name() {
 	case "savepoint", "stop":
-		c.Flags().StringVar(&cx.dir, "dir", "", "directory or storage URL for the savepoint (default: the job's savepoint directory)")
+		c.Flags().StringVar(&cx.dir, "dir", "", "directory or storage URL for the savepoint, under the job's savepoint directory (a relative one is) or a root the job's --savepoint-allowed-roots allow (default: the job's savepoint directory)")
 	}
 	if c.Name() == "stop" {
 		c.Flags().BoolVar(&cx.drain, "drain", false, "emit the maximum watermark first, so that every event-time window and timer fires")
@@ -92,10 +96,13 @@ func clientCommand(c *cobra.Command, waits bool, run clientRun) *cobra.Command {
 		if f.token == "" {
 			f.token = os.Getenv("WEIR_TOKEN")
 		}
+		if f.caFile == "" {
+			f.caFile = os.Getenv("WEIR_CA_FILE")
+		}
 		if f.timeout < 0 {
 			return fmt.Errorf("--timeout is %v: use 0 (wait until done) or a positive duration such as 5m", f.timeout)
 		}
-		api, err := newRestClient(f.jobmanager, f.token)
+		api, err := newRestClient(f.jobmanager, f.token, f.caFile)
 		if err != nil {
 			return err
 		}
@@ -121,7 +128,7 @@ type restClient struct {
 	http  *http.Client
 }
 
-func newRestClient(raw, token string) (*restClient, error) {
+func newRestClient(raw, token, caFile string) (*restClient, error) {
 	s := raw
 	if !strings.Contains(s, "://") {
 		s = "http://" + s // host:port
@@ -132,6 +139,20 @@ func newRestClient(raw, token string) (*restClient, error) {
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	transport := http.DefaultTransport.(*http.Transport).Clone()
+	if caFile != "" {
+		if u.Scheme != "https" {
+			return nil, fmt.Errorf("--ca-file %s applies to an https:// --jobmanager, not to %s", caFile, u.Redacted())
+		}
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("--ca-file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--ca-file %s holds no PEM certificate", caFile)
+		}
+		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
 	return &restClient{base: u, token: token, http: &http.Client{Timeout: 30 * time.Second, Transport: transport}}, nil
 }
 
@@ -167,7 +188,9 @@ func (c *restClient) call(ctx context.Context, method, path string, in, out any)
 		return err
 	}
 	req.Header.Set("Accept", "application/json")
-	if in != nil {
+	if in != nil || method != http.MethodGet {
+		// The server refuses a state-changing request without it (a
+		// cross-site form cannot send it).
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.token != "" {

@@ -116,7 +116,7 @@ func runClient(args ...string) (stdout, stderr string, err error) {
 
 func TestClientCommands(t *testing.T) {
 	checkLeaks(t)
-	_, _, url := clientFixture(t, rest.Options{})
+	_, _, url := clientFixture(t, rest.Options{SavepointAllowedRoots: []string{"s3://bucket/sp", "/savepoints"}})
 	tests := []struct {
 		name string
 		args []string
@@ -319,9 +319,11 @@ func TestClientErrors(t *testing.T) {
 		{"failing checkpoint", func() { wc.FailOperations(errors.New("task 2-1 declined\nstack")) },
 			[]string{"checkpoint", "wordcount", "--jobmanager", url}, "the checkpoint of job wordcount failed: task 2-1 declined (…)"},
 		{"no savepoint directory", nil, []string{"savepoint", "nodir", "--jobmanager", url},
-			"the savepoint of job nodir failed: no savepoint directory: pass one, or set Options.Checkpointing.SavepointDir"},
+			"no savepoint directory: the request names no target directory, and the job has no savepoint directory and allows no other root: start the job with a savepoint directory (weir run --savepoint-dir, Options.Checkpointing.SavepointDir)"},
 		{"stop, no savepoint directory", nil, []string{"stop", "nodir", "--jobmanager", url},
-			"the stop-with-savepoint of job nodir failed: no savepoint directory: pass one, or set Options.Checkpointing.SavepointDir"},
+			"no savepoint directory: the request names no target directory, and the job has no savepoint directory and allows no other root: start the job with a savepoint directory (weir run --savepoint-dir, Options.Checkpointing.SavepointDir)"},
+		{"savepoint outside the allowed roots", nil, []string{"savepoint", "wordcount", "--dir", "/etc", "--jobmanager", url},
+			`savepoint target refused: "/etc": it is outside the allowed savepoint roots; allowed: /tmp/savepoints`},
 		{"stop with drain", nil, []string{"stop", "wordcount", "--drain", "--jobmanager", url},
 			`"drain": true is not supported by this job: stop without draining`},
 		{"timeout", func() { wc.FailOperations(nil); wc.Hold() }, []string{"checkpoint", "wordcount", "--timeout", "30ms", "--jobmanager", url},
@@ -401,11 +403,11 @@ func TestClientStopWithDrain(t *testing.T) {
 	jm := resttest.NewJobManager()
 	job := jm.Add(resttest.NewJob("events", "Events").Drainable())
 	addr := serveJM(t, jm)
-	stdout, stderr, err := runClient("stop", "events", "--drain", "--dir", "/sp", "--jobmanager", addr)
+	stdout, stderr, err := runClient("stop", "events", "--drain", "--dir", "/tmp/savepoints/sp", "--jobmanager", addr)
 	if err != nil {
 		t.Fatalf("stop --drain: %v\nstderr: %s", err, stderr)
 	}
-	matchLines(t, stdout, []string{`^Job events stopped with savepoint /sp/savepoint-[0-9a-f]{6}$`})
+	matchLines(t, stdout, []string{`^Job events stopped with savepoint /tmp/savepoints/sp/savepoint-[0-9a-f]{6}$`})
 	if st := job.Status(); st != rest.JobFinished {
 		t.Errorf("job status %s after stop --drain, want FINISHED", st)
 	}

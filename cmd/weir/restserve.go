@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,12 +17,47 @@ import (
 type restFlags struct {
 	address string
 	token   string
+	// Security of the REST API (docs/rest-security.md).
+	savepointRoots []string
+	trustedOrigins []string
+	tlsCert        string
+	tlsKey         string
 }
 
 func (f *restFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.address, "rest-address", weir.DefaultRESTAddress,
 		`host:port of the REST API, Prometheus /metrics and the web dashboard ("off" or "" disables it; other than a loopback address it needs --rest-token)`)
 	c.Flags().StringVar(&f.token, "rest-token", "", "bearer token the REST API requires (or set WEIR_REST_TOKEN; default: none)")
+	c.Flags().StringSliceVar(&f.savepointRoots, "savepoint-allowed-roots", nil,
+		"directories or storage URLs (comma-separated, or the flag repeated) under which REST requests may take savepoints besides the job's savepoint directory; s3:// roots lend their endpoint=… parameters to the targets under them (default: none)")
+	c.Flags().StringSliceVar(&f.trustedOrigins, "rest-trusted-origins", nil,
+		"web origins (scheme://host[:port]) besides the REST API's own whose pages may stop, cancel or snapshot jobs, e.g. a reverse proxy's public origin (default: none)")
+	c.Flags().StringVar(&f.tlsCert, "rest-tls-cert", "", "PEM certificate (chain) of the REST API: with --rest-tls-key it serves HTTPS only (default: plain HTTP)")
+	c.Flags().StringVar(&f.tlsKey, "rest-tls-key", "", "PEM private key of --rest-tls-cert")
+}
+
+// options are the REST server's options of the flags; flag names are in
+// the errors.
+func (f restFlags) options(addr, token string) (weir.RESTOptions, error) {
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return weir.RESTOptions{}, errors.New("--rest-tls-cert and --rest-tls-key go together: give both (a PEM certificate and its key) or neither")
+	}
+	return weir.RESTOptions{Address: addr, Token: token, SavepointAllowedRoots: f.savepointRoots,
+		TrustedOrigins: f.trustedOrigins, TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey}, nil
+}
+
+// restFlagOf names the flag behind an error of weir.NewRESTServer.
+func restFlagOf(err error) string {
+	msg := err.Error()
+	for field, flag := range map[string]string{
+		"SavepointAllowedRoots": "--savepoint-allowed-roots", "TrustedOrigins": "--rest-trusted-origins",
+		"TLSCertFile": "--rest-tls-cert", "TLSKeyFile": "--rest-tls-key",
+	} {
+		if strings.Contains(msg, "Options."+field) {
+			return flag
+		}
+	}
+	return "--rest-address"
 }
 
 // restServer is the REST API of a `weir run` process: bound before the job
@@ -43,9 +79,13 @@ func listenREST(f restFlags, log io.Writer) (*restServer, error) {
 	if token == "" {
 		token = os.Getenv("WEIR_REST_TOKEN")
 	}
-	srv, err := weir.NewRESTServer(weir.RESTOptions{Address: addr, Token: token})
+	opts, err := f.options(addr, token)
 	if err != nil {
-		return nil, fmt.Errorf("--rest-address: %w", err)
+		return nil, err
+	}
+	srv, err := weir.NewRESTServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", restFlagOf(err), err)
 	}
 	if err := srv.Listen(addr); err != nil {
 		return nil, err
@@ -64,7 +104,7 @@ func (r *restServer) serve(job *weir.JobClient) (stop func()) {
 	}
 	r.served = make(chan error, 1)
 	go func() { r.served <- r.srv.Serve(context.Background()) }()
-	fmt.Fprintf(r.log, "weir: REST API on http://%s (job %s)\n", r.srv.Addr(), job.ID())
+	fmt.Fprintf(r.log, "weir: REST API on %s (job %s)\n", r.srv.URL(), job.ID())
 	return func() {
 		r.srv.Close()
 		if err := <-r.served; err != nil {

@@ -43,7 +43,7 @@ func startWordCount(t *testing.T, args ...string) *runningWeir {
 	})
 	urls := make(chan string, 1)
 	go func() {
-		re := regexp.MustCompile(`REST API on (http://\S+)`)
+		re := regexp.MustCompile(`REST API on (https?://\S+)`)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			w.stderr.Write(append(sc.Bytes(), '\n'))
@@ -170,6 +170,11 @@ func TestRunRESTFlagsRejected(t *testing.T) {
 		{[]string{"--rest-address", "0.0.0.0:0"}},
 		{[]string{"--repeat-rate", "-1"}},
 		{[]string{"--repeat-rate", "5", "--input", "/"}},
+		{[]string{"--rest-tls-cert", "cert.pem", "--rest-address", "127.0.0.1:0"}},
+		{[]string{"--rest-tls-key", "key.pem", "--rest-address", "127.0.0.1:0"}},
+		{[]string{"--rest-tls-cert", "/nonexistent/cert.pem", "--rest-tls-key", "/nonexistent/key.pem", "--rest-address", "127.0.0.1:0"}},
+		{[]string{"--savepoint-allowed-roots", "ftp://x", "--rest-address", "127.0.0.1:0"}},
+		{[]string{"--rest-trusted-origins", "evil.example", "--rest-address", "127.0.0.1:0"}},
 	} {
 		dir := t.TempDir()
 		_, stderr, code := runWeir(t, append([]string{"run", "wordcount", "--output", dir}, c.args...)...)

@@ -39,6 +39,7 @@ type wordCountFlags struct {
 	changelog   bool
 	rest        restFlags
 	repeatRate  float64
+	watch       time.Duration
 }
 
 func newWordCountCommand() *cobra.Command {
@@ -65,6 +66,7 @@ output directory. Without --input it counts a bundled demo text.`,
 	c.Flags().BoolVar(&f.changelog, "changelog", false, "changelog-based incremental checkpoints (Flink's state.changelog): each checkpoint uploads the log of the state's writes since the previous one, and the state is materialized in the background every 10 minutes or when the log outgrows half of it (needs --state-backend pebble; implies --incremental)")
 	f.rest.register(c)
 	c.Flags().Float64Var(&f.repeatRate, "repeat-rate", 0, "read the bundled demo text again and again, this many lines per second: a job that runs until cancelled, to try the REST API and the dashboard (0: read it once)")
+	c.Flags().DurationVar(&f.watch, "watch", 0, "follow the --input directory: list it this often (e.g. 1s), read new files and lines appended to files, and run until cancelled")
 	c.Flags().StringVar(&f.restore, "restore", "", `resume from "latest" (the newest complete checkpoint in --checkpoint-dir) or from a checkpoint or savepoint path`)
 	return c
 }
@@ -77,6 +79,7 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 		ctx = context.Background()
 	}
 	var src connector.Source[string]
+	watched := false
 	input := f.input
 	if f.repeatRate < 0 || math.IsNaN(f.repeatRate) || math.IsInf(f.repeatRate, 0) {
 		return fmt.Errorf("--repeat-rate is %v: use 0 (read the demo text once) or a number of lines per second", f.repeatRate)
@@ -105,6 +108,16 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 			return fmt.Errorf("cannot read input: %w", err)
 		}
 		src = file.Lines(f.input)
+		if f.watch != 0 {
+			if info, err := os.Stat(f.input); f.watch < 0 || err != nil || !info.IsDir() {
+				return fmt.Errorf("--watch %v: follows a directory every positive interval; %q is not a directory or the interval is not positive", f.watch, f.input)
+			}
+			src = file.Lines(f.input).WithOptions(file.LinesOptions{Watch: f.watch})
+			watched = true
+		}
+	}
+	if f.watch != 0 && !watched {
+		return fmt.Errorf("--watch follows a directory: pass the directory with --input")
 	}
 	if f.interval < 0 {
 		return fmt.Errorf("--checkpoint-interval is %v: use 0 (off) or a positive duration such as 1s", f.interval)

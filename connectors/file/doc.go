@@ -10,12 +10,46 @@
 // spread over the subtasks file by file and a subtask reads its files one
 // after the other. The position in a split is the byte offset of the next
 // unread line, which makes the source exactly-once: a restored reader seeks
-// to the offset and goes on with the next line. The files must not change
-// while a job, or a job restored from its checkpoints, reads them.
+// to the offset and goes on with the next line. Without LinesOptions.Watch
+// (below) the files must not change while a job, or a job restored from
+// its checkpoints, reads them.
 //
 // A line ends at '\n'; one '\r' before it is dropped, so CRLF files read like
 // LF files. The last line of a file needs no '\n'. Empty lines are read as "".
 // Lines may be longer than the read buffer.
+//
+// # Watching a directory
+//
+// With LinesOptions.Watch set (weir run wordcount --watch 1s), Lines
+// follows a directory, as Flink's FileSource does with
+// monitorContinuously: the source is unbounded, lists the directory every
+// Watch interval, reads the files that appear and the lines appended to
+// the files it has read, and never ends. Only complete lines are emitted:
+// a last line without its '\n' waits until the newline is written. Files
+// are chosen by LinesOptions.Glob (default: every name not starting with
+// "." or "_"; names starting with "." are never read, as they are files
+// being written).
+//
+// The connector contract assigns splits once, when a job starts, so a
+// reader cannot be given files found later. Each reader therefore lists
+// the directory itself and takes the files whose base name hashes (FNV-1a)
+// to its subtask modulo the parallelism: no file is read by two readers,
+// and no coordinator is needed. A reader's checkpoint state is one split
+// that lists every file it has seen with the offset after its last emitted
+// line and the file's device and inode, so a restored reader neither
+// rereads a file nor misses its new lines, nor a file that appeared while
+// the job was down. Because files are dealt out by hash, a watching job
+// must be restored with the parallelism of its checkpoint; another one is
+// refused with an error that says so.
+//
+// Files of a watched directory may only grow. A file that is truncated,
+// replaced under its name (another inode) or renamed (its inode appears
+// under a new name) fails the job with an error naming it, or, with
+// LinesOptions.OnChange set to ChangeIsNewFile, is read again from its
+// start as a new file, with a warning in the log: never twice silently.
+// A deleted file is forgotten (if it comes back it is new). A watched
+// directory that does not exist fails Splits; one that vanishes while the
+// job runs fails the reader, naming it.
 //
 // # Sink
 //
@@ -102,6 +136,7 @@
 // # Usage
 //
 //	lines := env.FromSource("lines", file.Lines("in/"))
+//	followed := env.FromSource("lines", file.Lines("in/").WithOptions(file.LinesOptions{Watch: time.Second}))
 //	counts.SinkTo("out", file.PartFilesOf("out/", func(c WordCount) string {
 //		return fmt.Sprintf("%s,%d", c.Word, c.Count)
 //	}, file.Options{}))

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/weirstream/weir/connector"
 )
@@ -39,7 +40,32 @@ type LinesOptions struct {
 	// BatchSize is the most lines a reader emits in one Poll, in
 	// [1, MaxBatchSize]. Default 0: DefaultBatchSize (1024).
 	BatchSize int
+	// Watch, when positive, makes the source follow a directory: it lists
+	// the directory this often, reads new files and the lines appended to
+	// files it read before, and never ends. See the package documentation.
+	// Default 0: read what is there and end.
+	Watch time.Duration
+	// Glob selects the files of a watched directory by base name
+	// (path/filepath.Match syntax); names starting with "." are skipped
+	// whatever the glob. Default "": every name not starting with "." or
+	// "_" (as in the bounded mode).
+	Glob string
+	// OnChange says what a watched file that was truncated, replaced by
+	// another file under its name, or renamed, means. Default ChangeFails.
+	OnChange OnChange
 }
+
+// OnChange is what a watched source does with a file that changed other
+// than by growing.
+type OnChange int
+
+const (
+	// ChangeFails fails the job with an error naming the file.
+	ChangeFails OnChange = iota
+	// ChangeIsNewFile reads the file again from its start, as a new file,
+	// and logs a warning: its lines are then read twice.
+	ChangeIsNewFile
+)
 
 // EnsureDefaults replaces zero fields by their defaults and returns o.
 func (o *LinesOptions) EnsureDefaults() *LinesOptions {
@@ -62,6 +88,15 @@ func (o *LinesOptions) Validate() error {
 	if o.BatchSize < 0 || o.BatchSize > MaxBatchSize {
 		return fmt.Errorf("file source: LinesOptions.BatchSize must be in [1, %d] (0 means %d), got %d",
 			MaxBatchSize, DefaultBatchSize, o.BatchSize)
+	}
+	if o.Watch < 0 {
+		return fmt.Errorf("file source: LinesOptions.Watch must be >= 0 (0: do not watch), got %v", o.Watch)
+	}
+	if _, err := filepath.Match(o.Glob, ""); err != nil {
+		return fmt.Errorf("file source: LinesOptions.Glob %q: %v", o.Glob, err)
+	}
+	if o.OnChange != ChangeFails && o.OnChange != ChangeIsNewFile {
+		return fmt.Errorf("file source: LinesOptions.OnChange %d is unknown: use ChangeFails or ChangeIsNewFile", o.OnChange)
 	}
 	return nil
 }
@@ -87,8 +122,14 @@ func (s *LinesSource) WithOptions(opts LinesOptions) *LinesSource {
 	return &c
 }
 
-// Boundedness reports Bounded.
-func (s *LinesSource) Boundedness() connector.Boundedness { return connector.Bounded }
+// Boundedness reports Bounded, or Unbounded when the source watches a
+// directory.
+func (s *LinesSource) Boundedness() connector.Boundedness {
+	if s.opts.Watch > 0 {
+		return connector.Unbounded
+	}
+	return connector.Bounded
+}
 
 // Splits returns one split per file, in name order. It does not depend on
 // parallelism.
@@ -108,6 +149,11 @@ func (s *LinesSource) Splits(ctx context.Context, parallelism int) ([]connector.
 		return nil, fmt.Errorf("file source: path %q does not exist: %w", s.path, err)
 	case err != nil:
 		return nil, fmt.Errorf("file source: %w", err)
+	case s.opts.Watch > 0 && !info.IsDir():
+		return nil, fmt.Errorf("file source: %q is not a directory: only a directory can be watched", s.path)
+	case s.opts.Watch > 0:
+		// Each reader finds its own files: see watchReader.
+		return nil, nil
 	case info.Mode().IsRegular():
 		return []connector.SplitState{fileSplit(s.path)}, nil
 	case !info.IsDir():
@@ -150,6 +196,9 @@ func (s *LinesSource) NewReader(ctx connector.ReaderContext) (connector.Reader[s
 	}
 	opts := s.opts
 	opts.EnsureDefaults()
+	if opts.Watch > 0 {
+		return newWatchReader(s.path, opts, ctx), nil
+	}
 	return &linesReader{
 		bufferSize: opts.BufferSize,
 		batch:      opts.BatchSize,

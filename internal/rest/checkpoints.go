@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os"
 	"path"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/internal/jobmaster"
+	"github.com/weirstream/weir/internal/storage"
 )
 
 func (s *Server) getCheckpoints(w http.ResponseWriter, r *http.Request) {
@@ -378,7 +380,10 @@ func (s *Server) postSavepoint(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeBody(w, r, &req) || !checkFormat(w, req.FormatType) {
 		return
 	}
-	dir := req.TargetDirectory
+	dir, ok := s.savepointTarget(w, j, req.TargetDirectory)
+	if !ok {
+		return
+	}
 	fn := func(ctx context.Context) (int64, string, error) {
 		loc, err := j.TriggerSavepoint(ctx, dir)
 		return 0, loc, err
@@ -403,7 +408,10 @@ func (s *Server) postStop(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeBody(w, r, &req) || !checkFormat(w, req.FormatType) {
 		return
 	}
-	dir := req.TargetDirectory
+	dir, ok := s.savepointTarget(w, j, req.TargetDirectory)
+	if !ok {
+		return
+	}
 	fn := func(ctx context.Context) (int64, string, error) {
 		loc, err := j.StopWithSavepoint(ctx, dir)
 		return 0, loc, err
@@ -420,6 +428,30 @@ func (s *Server) postStop(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.startOperation(w, r, j, opSavepoint, "stop", req.TriggerID, fn)
+}
+
+// savepointTarget resolves the target a request names (storage.
+// ResolveSavepointTarget) against the job's savepoint directory and
+// Options.SavepointAllowedRoots; it answers a refused target with 403, a
+// malformed one or none at all (and no default) with 400, and returns
+// false then.
+func (s *Server) savepointTarget(w http.ResponseWriter, j Job, target string) (string, bool) {
+	wd, _ := os.Getwd()
+	roots := storage.SavepointRoots{Default: j.CheckpointConfig().SavepointDir, Allowed: s.opts.SavepointAllowedRoots, WorkDir: wd}
+	dir, err := storage.ResolveSavepointTarget(target, roots)
+	if err == nil {
+		err = storage.CheckSavepointTargetOnDisk(dir, roots)
+	}
+	switch {
+	case errors.Is(err, storage.ErrTargetRefused):
+		s.opts.Logger.Warn("savepoint target refused", "job", j.ID(), "target", target, "err", err)
+		writeError(w, http.StatusForbidden, err.Error())
+		return "", false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, err.Error())
+		return "", false
+	}
+	return dir, true
 }
 
 func checkFormat(w http.ResponseWriter, format string) bool {

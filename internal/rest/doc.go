@@ -38,10 +38,12 @@
 // Options.MaxOperations operations.
 //
 // Errors are {"errors": ["..."]} with 400 (malformed body, bad id or
-// parameter), 401 (token), 404 (unknown path, job, checkpoint, vertex or
-// request id), 405 (method, with Allow), 409 (the job has ended), 413
-// (body too large) or 429 (too many operations in progress). Bad input
-// never causes a 5xx.
+// parameter, no savepoint directory), 401 (token), 403 (savepoint target
+// outside the allowed roots, cross-origin request, foreign Host), 404
+// (unknown path, job, checkpoint, vertex or request id), 405 (method, with
+// Allow), 409 (the job has ended), 413 (body too large), 415 (a state
+// change without Content-Type: application/json) or 429 (too many
+// operations in progress). Bad input never causes a 5xx.
 //
 // The server knows weir only through the small JobManager and Job
 // interfaces; internal/rest/resttest has an in-memory implementation.
@@ -63,6 +65,18 @@
 // browser cannot attach one to the navigation that loads the page, and the
 // files hold no data); the page asks for the token and sends it with every
 // API request it makes.
+//
+// Savepoint targets of requests are resolved by
+// storage.ResolveSavepointTarget against the job's savepoint directory and
+// Options.SavepointAllowedRoots: elsewhere, or with S3 parameters
+// (endpoint=…) or credentials of the request, 403. State-changing routes
+// need Content-Type: application/json (415); state-changing requests from
+// pages of other origins (Origin, Sec-Fetch-Site) get 403 unless listed in
+// Options.TrustedOrigins; on a loopback address the Host header must name
+// a loopback address or localhost at the listening port (403, against DNS
+// rebinding); answers forbid framing (guard.go). Options.TLSCertFile and
+// TLSKeyFile serve HTTPS. docs/rest-security.md says what a caller can do
+// and what to put in front of the server off loopback.
 //
 // # Usage
 //

@@ -61,11 +61,12 @@ func FuzzAPI(f *testing.F) {
 	f.Cleanup(func() { srv.Close() })
 	h := srv.Handler()
 	f.Fuzz(func(t *testing.T, method, target, auth string, body []byte) {
-		req, err := http.NewRequest(method, "http://weir/"+target, bytes.NewReader(body))
+		req, err := http.NewRequest(method, "http://127.0.0.1:8081/"+target, bytes.NewReader(body))
 		if err != nil {
 			return // not a request a client could send
 		}
 		req.Header.Set("Authorization", auth)
+		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		if rec.Code >= 500 {

@@ -132,6 +132,9 @@ func (s *testServer) do(t testing.TB, method, path, body string) response {
 	if s.token != "" {
 		req.Header.Set("Authorization", "Bearer "+s.token)
 	}
+	if method != "GET" && method != "HEAD" {
+		req.Header.Set("Content-Type", "application/json") // as every client must (guard.go)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

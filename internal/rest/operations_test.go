@@ -93,14 +93,13 @@ func TestSavepointTrigger(t *testing.T) {
 		failure          string
 		status           rest.JobStatus // afterwards
 	}{
-		{"into a directory", "/jobs/wordcount/savepoints", `{"target-directory":"s3://b/sp"}`, "s3://b/sp/savepoint-", "", rest.JobRunning},
+		{"into a directory", "/jobs/wordcount/savepoints", `{"target-directory":"s3://bkt/sp"}`, "s3://bkt/sp/savepoint-", "", rest.JobRunning},
 		{"default directory", "/jobs/wordcount/savepoints", ``, "file:///tmp/savepoints/savepoint-", "", rest.JobRunning},
 		{"and cancel", "/jobs/wordcount/savepoints", `{"target-directory":"/sp","cancel-job":true,"formatType":"CANONICAL"}`, "/sp/savepoint-", "", rest.JobFinished},
 		{"stop", "/jobs/wordcount/stop", `{"targetDirectory":"/sp"}`, "/sp/savepoint-", "", rest.JobFinished},
 		{"stop, default directory", "/jobs/wordcount/stop", ``, "file:///tmp/savepoints/savepoint-", "", rest.JobFinished},
 		{"stop and drain", "/jobs/draining/stop", `{"drain":true}`, "file:///tmp/savepoints/savepoint-", "", rest.JobFinished},
-		{"no directory", "/jobs/nodir/savepoints", ``, "", "no savepoint directory", rest.JobRunning},
-		{"stop, no directory", "/jobs/nodir/stop", ``, "", "no savepoint directory", rest.JobRunning},
+		{"no default, an allowed root", "/jobs/nodir/stop", `{"targetDirectory":"/sp/x"}`, "/sp/x/savepoint-", "", rest.JobFinished},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -108,7 +107,7 @@ func TestSavepointTrigger(t *testing.T) {
 			nodir := resttest.NewJob("nodir", "no savepoint dir")
 			nodir.SetCheckpointConfig(rest.CheckpointConfigInfo{CheckpointStorage: "memory://"})
 			jm.Add(nodir, resttest.NewJob("draining", "Draining").Drainable())
-			s := startServer(t, jm, rest.Options{})
+			s := startServer(t, jm, rest.Options{SavepointAllowedRoots: []string{"s3://bkt/sp", "/sp"}})
 			id := trigger(t, s, tt.path, tt.body)
 			job := strings.Split(tt.path, "/")[2]
 			res := waitOperation(t, s, "/jobs/"+job+"/savepoints/"+id)

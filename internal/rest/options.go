@@ -6,9 +6,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/weirstream/weir/internal/storage"
 )
 
 // DefaultAddress is where the API listens by default: Flink's port, on the
@@ -27,6 +30,26 @@ type Options struct {
 	// token the user enters with its API requests). Default: none (allowed
 	// on loopback addresses only).
 	Token string
+	// SavepointAllowedRoots are the places, besides the job's own savepoint
+	// directory (CheckpointConfigInfo.SavepointDir), under which a request
+	// may ask for a savepoint (target-directory, targetDirectory): storage
+	// URLs or paths (relative ones to the working directory). A target
+	// elsewhere, or whose ".." leaves its root, gets 403 naming the roots;
+	// so does an S3 target with parameters of its own (endpoint=…): an S3
+	// target takes the parameters of the root it lies under. A relative
+	// target lies under the job's savepoint directory. Default: none (only
+	// the job's savepoint directory).
+	SavepointAllowedRoots []string
+	// TrustedOrigins are web origins ("https://flink-ui.example:8443")
+	// besides the server's own whose pages may send state-changing
+	// requests (POST, PATCH, DELETE), e.g. a reverse proxy's public origin
+	// when it rewrites Host. Requests from pages of other origins (Origin,
+	// Sec-Fetch-Site: cross-site or same-site) get 403. Default: none.
+	TrustedOrigins []string
+	// TLSCertFile and TLSKeyFile are a PEM certificate (chain) and its
+	// key: with them the server speaks HTTPS only, so that the token does
+	// not travel in clear. Both or neither. Default: none (plain HTTP).
+	TLSCertFile, TLSKeyFile string
 	// Handlers are mounted beside the API, by ServeMux pattern, e.g.
 	// Prometheus at "GET /metrics". They may not claim a path of the API
 	// (/overview, /config, /jobs…, /taskmanagers…, /v1/…) and are behind
@@ -125,6 +148,20 @@ func (o *Options) Validate() error {
 	}
 	if o.ShutdownTimeout < 0 {
 		return fmt.Errorf("rest: Options.ShutdownTimeout is %v: use 0 or more", o.ShutdownTimeout)
+	}
+	wd, _ := os.Getwd()
+	for _, root := range o.SavepointAllowedRoots {
+		if err := storage.CheckSavepointRoot(root, wd); err != nil {
+			return fmt.Errorf("rest: Options.SavepointAllowedRoots: %v", err)
+		}
+	}
+	for _, origin := range o.TrustedOrigins {
+		if normalizeOrigin(origin) == "" {
+			return fmt.Errorf("rest: Options.TrustedOrigins: %q is not a web origin: use scheme://host[:port], such as https://ui.example:8443", origin)
+		}
+	}
+	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
+		return fmt.Errorf("rest: Options.TLSCertFile and Options.TLSKeyFile go together: set both (a PEM certificate and its key) or neither")
 	}
 	for pattern, h := range o.Handlers {
 		if h == nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +29,10 @@ type Server struct {
 	api   *http.ServeMux
 	extra *http.ServeMux // Options.Handlers; nil when there are none
 
+	loopback       bool            // Options.Address is a loopback one: Host is checked
+	trustedOrigins map[string]bool // Options.TrustedOrigins, normalized
+	tls            *tls.Config     // Options.TLSCertFile and TLSKeyFile; nil without TLS
+
 	closeOnce sync.Once
 	closing   chan struct{} // closed by Close
 	ready     chan struct{} // closed once Serve listens
@@ -39,7 +44,8 @@ type Server struct {
 }
 
 // New returns a server for jm. It starts nothing: call Serve (or mount
-// Handler in a server of your own) and Close.
+// Handler in a server of your own) and Close. It reads Options.TLSCertFile
+// and TLSKeyFile, so that a bad certificate fails here.
 func New(jm JobManager, opts Options) (*Server, error) {
 	if jm == nil {
 		return nil, errors.New("rest: New needs a JobManager")
@@ -54,6 +60,19 @@ func New(jm JobManager, opts Options) (*Server, error) {
 		api:     http.NewServeMux(),
 		closing: make(chan struct{}),
 		ready:   make(chan struct{}),
+	}
+	host, _, _ := net.SplitHostPort(opts.Address)
+	s.loopback = isLoopback(host)
+	s.trustedOrigins = make(map[string]bool)
+	for _, o := range opts.TrustedOrigins {
+		s.trustedOrigins[normalizeOrigin(o)] = true
+	}
+	if opts.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(opts.TLSCertFile, opts.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("rest: Options.TLSCertFile %s and TLSKeyFile %s: %w", opts.TLSCertFile, opts.TLSKeyFile, err)
+		}
+		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	s.routes()
 	if len(opts.Handlers) > 0 {
@@ -73,17 +92,17 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /jobs", s.getJobs)
 	m.HandleFunc("GET /jobs/overview", s.getJobsOverview)
 	m.HandleFunc("GET /jobs/{jobid}", s.getJob)
-	m.HandleFunc("PATCH /jobs/{jobid}", s.patchJob)
+	m.HandleFunc("PATCH /jobs/{jobid}", jsonOnly(s.patchJob))
 	m.HandleFunc("GET /jobs/{jobid}/exceptions", s.getExceptions)
 	m.HandleFunc("GET /jobs/{jobid}/checkpoints", s.getCheckpoints)
-	m.HandleFunc("POST /jobs/{jobid}/checkpoints", s.postCheckpoint)
+	m.HandleFunc("POST /jobs/{jobid}/checkpoints", jsonOnly(s.postCheckpoint))
 	m.HandleFunc("GET /jobs/{jobid}/checkpoints/config", s.getCheckpointConfig)
 	m.HandleFunc("GET /jobs/{jobid}/checkpoints/details/{checkpointid}", s.getCheckpointDetails)
 	m.HandleFunc("GET /jobs/{jobid}/checkpoints/details/{checkpointid}/subtasks/{vertexid}", s.getCheckpointSubtasks)
 	m.HandleFunc("GET /jobs/{jobid}/checkpoints/{triggerid}", s.getCheckpointStatus)
-	m.HandleFunc("POST /jobs/{jobid}/savepoints", s.postSavepoint)
+	m.HandleFunc("POST /jobs/{jobid}/savepoints", jsonOnly(s.postSavepoint))
 	m.HandleFunc("GET /jobs/{jobid}/savepoints/{triggerid}", s.getSavepointStatus)
-	m.HandleFunc("POST /jobs/{jobid}/stop", s.postStop)
+	m.HandleFunc("POST /jobs/{jobid}/stop", jsonOnly(s.postStop))
 }
 
 // isAPIPath reports whether p (without the /v1 prefix) is the API's.
@@ -99,8 +118,9 @@ func isAPIPath(p string) bool {
 // web dashboard and Options.Handlers. Asynchronous operations it starts end at Close.
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
-// Serve listens on Options.Address and serves until ctx is done or Close
-// is called. It then stops accepting requests, waits up to
+// Serve listens on Options.Address (with TLS when Options.TLSCertFile is
+// set) and serves until ctx is done or Close is called. It then stops
+// accepting requests, waits up to
 // Options.ShutdownTimeout for those in flight, cancels the asynchronous
 // operations in progress and waits for them, and returns nil.
 func (s *Server) Serve(ctx context.Context) error {
@@ -111,7 +131,8 @@ func (s *Server) Serve(ctx context.Context) error {
 	return s.ServeListener(ctx, ln)
 }
 
-// ServeListener is Serve on a listener of the caller's; it closes ln.
+// ServeListener is Serve on a listener of the caller's; it closes ln. With
+// Options.TLSCertFile set it speaks TLS on it.
 func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 	s.mu.Lock()
 	if s.closed {
@@ -141,7 +162,13 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.opts.Logger.Handler(), slog.LevelDebug),
 	}
-	s.opts.Logger.Info("REST API listening", "address", ln.Addr().String(), "auth", s.opts.Token != "")
+	s.opts.Logger.Info("REST API listening", "address", ln.Addr().String(), "auth", s.opts.Token != "", "tls", s.tls != nil)
+	if !s.loopback && s.tls == nil {
+		s.opts.Logger.Warn("the REST API is reachable from other machines over plain HTTP: its token travels in clear; set a TLS certificate and key (--rest-tls-cert, --rest-tls-key) or put a TLS proxy in front of it", "address", ln.Addr().String())
+	}
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls)
+	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	var err error
@@ -168,6 +195,9 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 	}
 	return nil
 }
+
+// TLS reports whether the server speaks HTTPS (Options.TLSCertFile).
+func (s *Server) TLS() bool { return s.tls != nil }
 
 // Ready is closed once Serve listens; Addr then reports the address.
 func (s *Server) Ready() <-chan struct{} { return s.ready }
@@ -207,6 +237,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, "internal error: see the JobManager's log")
 		}
 	}()
+	securityHeaders(w.Header())
+	if !s.checkHost(w, r) || !s.checkOrigin(w, r) {
+		return
+	}
 	if !s.authorized(r) && !s.isDashboard(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="weir"`)
 		writeError(w, http.StatusUnauthorized, `missing or wrong bearer token: send the header "Authorization: Bearer <token>"`)

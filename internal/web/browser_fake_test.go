@@ -24,7 +24,7 @@ func TestBrowserFakeJob(t *testing.T) {
 	if _, err := job.TriggerCheckpoint(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := rest.New(jm, rest.Options{Token: "s3cret", RefreshInterval: 200 * time.Millisecond})
+	srv, err := rest.New(jm, rest.Options{Token: "s3cret", RefreshInterval: 200 * time.Millisecond, SavepointAllowedRoots: []string{"/tmp/mine"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,6 +69,9 @@ func newBrowser(t *testing.T, timeout time.Duration) *browser {
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("hide-scrollbars", true),
 		chromedp.Flag("force-color-profile", "srgb"),
+		// A host name of an attacker's that resolves to this machine, as
+		// after DNS rebinding (browser_security_test.go).
+		chromedp.Flag("host-resolver-rules", "MAP rebind.example 127.0.0.1"),
 		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1400, 1000),
 	}

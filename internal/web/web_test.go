@@ -27,7 +27,7 @@ type answer struct {
 
 func do(t *testing.T, h http.Handler, method, path string, header http.Header) answer {
 	t.Helper()
-	req := httptest.NewRequest(method, "http://weir"+path, nil)
+	req := httptest.NewRequest(method, "http://127.0.0.1:8081"+path, nil)
 	for k, v := range header {
 		req.Header[k] = v
 	}

@@ -170,7 +170,9 @@ class APIError extends Error {
 async function api(path, { method = "GET", body } = {}) {
   const headers = { Accept: "application/json" };
   if (app.token) headers.Authorization = `Bearer ${app.token}`;
-  if (body !== undefined) headers["Content-Type"] = "application/json";
+  // The server refuses a state-changing request without this header (a
+  // cross-site form cannot send it), even when it has no body.
+  if (body !== undefined || method !== "GET") headers["Content-Type"] = "application/json";
   let resp;
   try {
     resp = await fetch(path, { method, headers, cache: "no-store", body: body === undefined ? undefined : JSON.stringify(body) });

@@ -1,0 +1,100 @@
+package network
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// EventKind is the kind of an in-band event. The values are those of
+// internal/runtime's EventKind, so that the runtime maps one to the other
+// without a table.
+type EventKind uint8
+
+const (
+	// EndOfPartition says the producer will send nothing more on the channel.
+	EndOfPartition EventKind = iota + 1
+	// Barrier carries a checkpoint id (ID) and its trigger time (Timestamp).
+	Barrier
+	// CancelBarrier aborts the alignment of checkpoint ID.
+	CancelBarrier
+	// Watermark carries event-time progress (Timestamp).
+	Watermark
+	// WatermarkStatus says the producer became idle (ID 1) or active (ID 0).
+	WatermarkStatus
+	maxEventKind = WatermarkStatus
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EndOfPartition:
+		return "end-of-partition"
+	case Barrier:
+		return "barrier"
+	case CancelBarrier:
+		return "cancel-barrier"
+	case Watermark:
+		return "watermark"
+	case WatermarkStatus:
+		return "watermark-status"
+	}
+	return fmt.Sprintf("event-kind(%d)", uint8(k))
+}
+
+// Event is an in-band control event. It travels in its channel in order
+// with the data: it never overtakes a record written before it.
+type Event struct {
+	Kind      EventKind
+	ID        int64
+	Timestamp int64
+	// Aligned marks a barrier of an aligned (exactly-once) checkpoint: once
+	// the producer sent it, the channel sends nothing more until the
+	// consumer calls Resume on its InputChannel, after the snapshot, so that
+	// the consumer never buffers data during alignment.
+	Aligned bool
+}
+
+func (e Event) String() string {
+	switch e.Kind {
+	case Barrier:
+		if e.Aligned {
+			return fmt.Sprintf("barrier(%d, aligned)", e.ID)
+		}
+		return fmt.Sprintf("barrier(%d)", e.ID)
+	case CancelBarrier:
+		return fmt.Sprintf("cancel-barrier(%d)", e.ID)
+	case Watermark:
+		return fmt.Sprintf("watermark(%d)", e.Timestamp)
+	case WatermarkStatus:
+		return fmt.Sprintf("watermark-status(%d)", e.ID)
+	}
+	return e.Kind.String()
+}
+
+func (e Event) appendBody(b []byte) []byte {
+	var flags byte
+	if e.Aligned {
+		flags |= 1
+	}
+	b = append(b, byte(e.Kind), flags)
+	b = binary.BigEndian.AppendUint64(b, uint64(e.ID))
+	return binary.BigEndian.AppendUint64(b, uint64(e.Timestamp))
+}
+
+func decodeEvent(b []byte) (Event, error) {
+	if len(b) != eventBodyLen {
+		return Event{}, fmt.Errorf("%w: event body of %d bytes, want %d", ErrMalformed, len(b), eventBodyLen)
+	}
+	k := EventKind(b[0])
+	if k < EndOfPartition || k > maxEventKind {
+		return Event{}, fmt.Errorf("%w: unknown event kind %d", ErrMalformed, b[0])
+	}
+	if b[1]&^1 != 0 {
+		return Event{}, fmt.Errorf("%w: unknown event flags 0x%02x", ErrMalformed, b[1])
+	}
+	return Event{
+		Kind:      k,
+		Aligned:   b[1]&1 != 0,
+		ID:        int64(binary.BigEndian.Uint64(b[2:10])),
+		Timestamp: int64(binary.BigEndian.Uint64(b[10:18])),
+	}, nil
+}

@@ -1,0 +1,420 @@
+package network
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"sync"
+
+	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/network/credit"
+)
+
+// ErrFinished is returned by a write to a channel after its end of partition.
+var ErrFinished = errors.New("channel finished: end of partition already sent")
+
+// outItem is a queued buffer, or an event when buf is nil.
+type outItem struct {
+	buf []byte
+	ev  Event
+}
+
+// outChan is the untyped part of an OutputChannel, shared with the
+// connection that serves it. mu guards everything but the identity fields.
+type outChan struct {
+	node *Node
+	name string
+	done <-chan struct{}
+
+	mu        sync.Mutex
+	box       credit.Outbox[outItem]
+	cur       []byte   // the buffer being filled
+	free      [][]byte // recycled buffers
+	allocated int
+	space     chan struct{} // rung when a buffer is recycled or the channel fails
+	conn      *conn         // the connection serving the channel; nil before the request
+	id        uint32
+	requested bool // a consumer requested the channel (it stays so)
+	inReady   bool
+	dirty     bool
+	finished  bool
+	err       error
+	m         ChannelMetrics
+}
+
+// OutputChannel is the producing end of one logical channel: records
+// written to it are encoded with the edge's codec into buffers, which go to
+// the consumer that requested the channel by name, one per credit.
+//
+// Write, Flush and Emit are called by one goroutine, the producing task's;
+// they block while the channel holds SenderBuffers buffers (waiting for
+// credit), until the done channel given to NewOutput is closed or the
+// channel fails.
+type OutputChannel[T any] struct {
+	*outChan
+	enc recordEncoder[T]
+}
+
+// NewOutput registers the output channel name on n. The consumer that
+// requests name (see Subscribe) receives what is written to it; data
+// written before the request waits in the channel's buffers. done, when
+// closed, makes a blocked write give up with ErrCancelled.
+func NewOutput[T any](n *Node, name string, c codec.Codec[T], done <-chan struct{}) (*OutputChannel[T], error) {
+	if len(name) == 0 || len(name) > maxNameLen {
+		return nil, fmt.Errorf("network: channel name of %d bytes, want 1 to %d", len(name), maxNameLen)
+	}
+	o := &OutputChannel[T]{
+		outChan: &outChan{node: n, name: name, done: done, space: make(chan struct{}, 1)},
+		enc:     recordEncoder[T]{c: c},
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil, fmt.Errorf("network: channel %q: %w", name, ErrClosed)
+	}
+	if _, ok := n.outputs[name]; ok {
+		return nil, fmt.Errorf("network: output channel %q registered twice", name)
+	}
+	n.outputs[name] = o.outChan
+	if r, ok := n.requests[name]; ok {
+		delete(n.requests, name)
+		o.bind(r.c, r.id, r.credit)
+	}
+	if !n.flushStarted && n.opts.FlushTimeout > 0 {
+		n.flushStarted = true
+		n.wg.Add(1)
+		go n.flushLoop()
+	}
+	return o, nil
+}
+
+// request binds the channel a consumer requested, now or when it is
+// registered.
+func (n *Node) request(c *conn, id uint32, cr int, name string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	o, ok := n.outputs[name]
+	if !ok {
+		if _, dup := n.requests[name]; dup {
+			c.queueError(id, fmt.Sprintf("channel %q is requested by another consumer already", name))
+			return
+		}
+		n.requests[name] = pendingRequest{c: c, id: id, credit: cr}
+		return
+	}
+	o.mu.Lock()
+	requested := o.requested
+	o.mu.Unlock()
+	if requested {
+		c.queueError(id, fmt.Sprintf("channel %q is requested by another consumer already", name))
+		return
+	}
+	o.bind(c, id, cr)
+}
+
+// bind attaches o to the connection that requested it.
+func (o *outChan) bind(c *conn, id uint32, cr int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err != nil {
+		c.queueError(id, fmt.Sprintf("channel %q: %v", o.name, o.err))
+		return
+	}
+	o.requested = true
+	o.conn, o.id = c, id
+	if cr > 0 {
+		o.box.AddCredit(cr)
+	}
+	o.m.Credit.Store(int64(o.box.Credit()))
+	c.mu.Lock()
+	c.outs[id] = o
+	c.mu.Unlock()
+	o.notifyLocked()
+}
+
+// notifyLocked puts o in its connection's ready queue when it has
+// something to send.
+func (o *outChan) notifyLocked() {
+	if o.conn != nil && !o.inReady && o.box.Available() {
+		o.inReady = true
+		o.conn.pushReady(o)
+	}
+}
+
+func (o *outChan) unbindLocked() {
+	o.conn = nil
+	o.inReady = false
+}
+
+func (o *outChan) addCredit(c *conn, n int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.conn != c {
+		return
+	}
+	o.box.AddCredit(n)
+	o.m.Credit.Store(int64(o.box.Credit()))
+	o.notifyLocked()
+}
+
+func (o *outChan) resume(c *conn) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.conn != c {
+		return nil
+	}
+	if err := o.box.Resume(); err != nil {
+		return err
+	}
+	o.notifyLocked()
+	return nil
+}
+
+// cancelled: the consumer gave the channel up.
+func (o *outChan) cancelled(c *conn) {
+	o.fail(fmt.Errorf("network: channel %q, peer %s: %w by the consumer", o.name, c.peer, ErrCancelled))
+}
+
+// connFailed: the connection serving o broke.
+func (o *outChan) connFailed(c *conn, err error) {
+	o.mu.Lock()
+	mine := o.conn == c
+	o.mu.Unlock()
+	if mine {
+		o.fail(fmt.Errorf("network: channel %q, peer %s: %w", o.name, c.peer, err))
+	}
+}
+
+// fail ends o with err: queued buffers are dropped, and a blocked or later
+// write returns err.
+func (o *outChan) fail(err error) {
+	o.mu.Lock()
+	if o.err == nil {
+		o.err = err
+		o.node.log.Debug("network: output channel failed", "channel", o.name, "err", err)
+	}
+	o.box.Drain(func(k credit.Kind, it outItem) {
+		if k == credit.Data {
+			o.recycle(it.buf)
+		}
+	})
+	o.m.Backlog.Store(0)
+	o.unbindLocked()
+	o.mu.Unlock()
+	select {
+	case o.space <- struct{}{}:
+	default:
+	}
+}
+
+// recycle takes a sent buffer back (o.mu held).
+func (o *outChan) recycle(b []byte) {
+	o.free = append(o.free, b[:0])
+	select {
+	case o.space <- struct{}{}:
+	default:
+	}
+}
+
+// takeBuffer makes o.cur an empty buffer, waiting while every buffer of the
+// channel is in use (o.mu held; released while waiting).
+func (o *outChan) takeBuffer() error {
+	var start time.Time
+	for {
+		if o.err != nil {
+			return o.err
+		}
+		if k := len(o.free); k > 0 {
+			o.cur, o.free = o.free[k-1], o.free[:k-1]
+			break
+		}
+		if o.allocated < o.node.opts.SenderBuffers {
+			o.allocated++
+			o.cur = make([]byte, 0, o.node.opts.BufferSize)
+			break
+		}
+		if start.IsZero() {
+			start = time.Now()
+		}
+		o.mu.Unlock()
+		select {
+		case <-o.space:
+			o.mu.Lock()
+		case <-o.done:
+			o.mu.Lock()
+			if o.err == nil {
+				o.err = fmt.Errorf("network: channel %q: %w by its producer", o.name, ErrCancelled)
+			}
+		}
+	}
+	if !start.IsZero() {
+		o.m.BackPressuredNanos.Add(int64(time.Since(start)))
+	}
+	return nil
+}
+
+// put appends p to the channel's byte stream, sending each buffer it fills.
+func (o *outChan) put(p []byte) error {
+	for len(p) > 0 {
+		if o.cur == nil {
+			if err := o.takeBuffer(); err != nil {
+				return err
+			}
+		}
+		n := copy(o.cur[len(o.cur):cap(o.cur)], p)
+		o.cur = o.cur[:len(o.cur)+n]
+		p = p[n:]
+		if len(o.cur) == cap(o.cur) {
+			o.sendCur()
+		}
+	}
+	return nil
+}
+
+// sendCur queues the open buffer.
+func (o *outChan) sendCur() {
+	if len(o.cur) == 0 {
+		return
+	}
+	o.box.Push(credit.Data, outItem{buf: o.cur})
+	o.cur = nil
+	o.m.Backlog.Store(int64(o.box.Backlog()))
+	o.notifyLocked()
+}
+
+// leaveOpen deals with a partly filled buffer after a write. When nothing
+// of the channel waits to be sent (the network keeps up: the channel is
+// idle), it goes at once, since waiting would add latency and batch
+// nothing. Otherwise buffers are queued anyway, so the open one may fill
+// before its turn; the flush timeout bounds how long it may wait.
+func (o *outChan) leaveOpen() {
+	if len(o.cur) == 0 || o.dirty || o.node.opts.FlushTimeout <= 0 {
+		return
+	}
+	if o.conn != nil && o.box.Queued() == 0 {
+		o.sendCur()
+		return
+	}
+	o.dirty = true
+	o.node.markDirty(o)
+}
+
+func (o *outChan) timedFlush() {
+	o.mu.Lock()
+	o.dirty = false
+	if o.err == nil {
+		o.sendCur()
+	}
+	o.mu.Unlock()
+}
+
+func (o *outChan) writable() error {
+	if o.err != nil {
+		return o.err
+	}
+	if o.finished {
+		return fmt.Errorf("network: channel %q: %w", o.name, ErrFinished)
+	}
+	return nil
+}
+
+// Write encodes recs (with ts, nil or of the same length) into the
+// channel's buffers. Full buffers are queued for sending at once; the last,
+// partly filled one is sent when it fills, on Flush or Emit, or after
+// FlushTimeout.
+func (o *OutputChannel[T]) Write(recs []T, ts []int64) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err := o.writable(); err != nil {
+		return err
+	}
+	for i, r := range recs {
+		t := NoTimestamp
+		if ts != nil {
+			t = ts[i]
+		}
+		if err := o.put(o.enc.encode(r, t)); err != nil {
+			return err
+		}
+	}
+	o.leaveOpen()
+	return nil
+}
+
+// WriteRecord is Write of one record.
+func (o *OutputChannel[T]) WriteRecord(rec T, ts int64) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err := o.writable(); err != nil {
+		return err
+	}
+	if err := o.put(o.enc.encode(rec, ts)); err != nil {
+		return err
+	}
+	o.leaveOpen()
+	return nil
+}
+
+// Flush queues the partly filled buffer, if any, for sending.
+func (o *outChan) Flush() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err := o.writable(); err != nil {
+		return err
+	}
+	o.sendCur()
+	return nil
+}
+
+// Emit sends ev after every record written before it. An aligned barrier
+// (Barrier with Aligned) blocks the channel once sent, until the consumer
+// resumes it; after EndOfPartition the channel takes nothing more.
+func (o *outChan) Emit(ev Event) error {
+	if ev.Kind < EndOfPartition || ev.Kind > maxEventKind {
+		return fmt.Errorf("network: channel %q: unknown event kind %d", o.name, ev.Kind)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err := o.writable(); err != nil {
+		return err
+	}
+	o.sendCur()
+	kind := credit.Event
+	if ev.Kind == Barrier && ev.Aligned {
+		kind = credit.BlockingEvent
+	}
+	if ev.Kind == EndOfPartition {
+		o.finished = true
+	}
+	o.box.Push(kind, outItem{ev: ev})
+	o.notifyLocked()
+	return nil
+}
+
+// Close abandons the channel: its queued data is dropped, a consumer that
+// requested it gets an error unless the end of partition was sent, and
+// the name may be registered again.
+func (o *outChan) Close() {
+	o.node.mu.Lock()
+	if o.node.outputs[o.name] == o {
+		delete(o.node.outputs, o.name)
+	}
+	o.node.mu.Unlock()
+	o.mu.Lock()
+	c, id, finished := o.conn, o.id, o.finished
+	o.mu.Unlock()
+	if c != nil && !finished {
+		c.mu.Lock()
+		delete(c.outs, id)
+		c.mu.Unlock()
+		c.queueError(id, fmt.Sprintf("channel %q closed by its producer before the end of partition", o.name))
+	}
+	o.fail(fmt.Errorf("network: channel %q: %w", o.name, ErrClosed))
+}
+
+// Metrics returns the channel's figures.
+func (o *outChan) Metrics() *ChannelMetrics { return &o.m }
+
+// Name is the channel's name.
+func (o *outChan) Name() string { return o.name }
