@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/weirstream/weir/internal/testutil/pgtest"
 )
@@ -291,6 +293,24 @@ func TestPostgresWordCount(t *testing.T) {
 		srv.CreatePasswordUser(t, db, "right")
 		pgExec(t, url, "CREATE TABLE texty (word text, count text)")
 		pgExec(t, url, "CREATE TABLE lines (id int, line text)")
+		// A slot that another client holds.
+		cfg, err := pgconn.ParseConfig(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.RuntimeParams["replication"] = "database"
+		holder, err := pgconn.ConnectConfig(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Close(context.Background())
+		if _, err := pglogrepl.CreateReplicationSlot(context.Background(), holder, "held", "pgoutput", pglogrepl.CreateReplicationSlotOptions{SnapshotAction: "NOEXPORT_SNAPSHOT"}); err != nil {
+			t.Fatal(err)
+		}
+		pgExec(t, url, "CREATE PUBLICATION held_pub FOR TABLE lines")
+		if err := pglogrepl.StartReplication(context.Background(), holder, "held", 0, pglogrepl.StartReplicationOptions{PluginArgs: []string{"proto_version '1'", "publication_names 'held_pub'"}}); err != nil {
+			t.Fatal(err)
+		}
 		bad := fmt.Sprintf("postgres://%s:wrong@%s/%s?sslmode=disable", pgtest.PasswordUser, srv.Addr(), db)
 		for _, c := range []struct {
 			args []string
@@ -304,6 +324,7 @@ func TestPostgresWordCount(t *testing.T) {
 			{[]string{"--input", url + "&table=lines&column=nosuch"}, "table lines has no column nosuch"},
 			{[]string{"--input", url + "&table=lines&column=id"}, "table lines, column id is of type int4"},
 			{[]string{"--input", url + "&table=lines&column=line&stop=later"}, "stop=later"},
+			{[]string{"--input", url + "&table=lines&column=line&slot=held"}, "replication slot held is in use by another client"},
 		} {
 			_, stderr, code := runWeir(t, append([]string{"run", "wordcount", "--checkpoint-interval", "100ms"}, c.args...)...)
 			msg := strings.TrimSpace(stderr)
