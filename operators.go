@@ -644,8 +644,25 @@ func (n *sourceNode[T]) buildHead(bc *buildCtx, s int) {
 	d := &sourceDriver[T]{src: n.src, env: env, splits: mine, strategy: n.strategy}
 	d.emit.setOutput(n.out.output(bc, s), env)
 	bc.task(&n.nodeBase, s).Source = d
-	bc.addOperator(&n.nodeBase, s, lifecycle{})
+	bc.addOperator(&n.nodeBase, s, sourceOp[T]{d: d})
 }
+
+// sourceOp is a source's place in its chain: it passes the notice of a
+// completed checkpoint on to a reader that is a
+// connector.CheckpointListener.
+type sourceOp[T any] struct {
+	lifecycle
+	d *sourceDriver[T]
+}
+
+func (o sourceOp[T]) NotifyCheckpointComplete(id int64) error {
+	if l, ok := o.d.reader.(connector.CheckpointListener); ok {
+		return l.NotifyCheckpointComplete(id)
+	}
+	return nil
+}
+
+func (o sourceOp[T]) NotifyCheckpointAborted(int64) error { return nil }
 
 type sourceDriver[T any] struct {
 	src      connector.Source[T]
