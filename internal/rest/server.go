@@ -198,6 +198,7 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 
 // TLS reports whether the server speaks HTTPS (Options.TLSCertFile).
 func (s *Server) TLS() bool { return s.tls != nil }
+
 // AwaitAnswered waits until every asynchronous operation (checkpoint,
 // savepoint, stop) has ended and a poll of its status has read its
 // outcome, or until ctx is done (it then returns ctx.Err()). A process
