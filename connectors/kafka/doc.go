@@ -32,10 +32,9 @@
 // is set: it is never dropped silently.
 //
 // Offsets go to the group (if Group is set) for monitoring only: the
-// checkpoint is the truth. The source contract (connector.Reader) tells a
-// reader when a snapshot is taken but not when a checkpoint completes, so
-// the offsets of checkpoint n are committed when checkpoint n+1 is taken.
-// The contract also enumerates splits once, when a job first starts:
+// checkpoint is the truth. The offsets of checkpoint n are committed when
+// n completes (the reader is a connector.CheckpointListener), as Flink's
+// KafkaSource does. The source contract enumerates splits once, when a job first starts:
 // partitions added to a topic later are not read until the job starts
 // afresh (Flink's periodic partition discovery has no counterpart yet).
 // A restored job checks that the partitions of its checkpoint still exist

@@ -120,8 +120,8 @@ func TestSinkBrokerRestartBetweenPreCommitAndCommit(t *testing.T) {
 }
 
 // TestSourceCommitsOffsetsToGroup: with a Group, the offsets of a
-// snapshot go to the group when the next snapshot is taken (the source
-// contract has no checkpoint-complete notification), for monitoring.
+// checkpoint go to the group when the checkpoint completes
+// (connector.CheckpointListener), never at the snapshot, for monitoring.
 func TestSourceCommitsOffsetsToGroup(t *testing.T) {
 	c := newCluster(t, 1, "in")
 	produce(t, c, "in", 1, values("v", 100)...)
@@ -133,30 +133,53 @@ func TestSourceCommitsOffsetsToGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := newReader(t, src, splits)
+	l, ok := r.(connector.CheckpointListener)
+	if !ok {
+		t.Fatalf("the reader %T is no connector.CheckpointListener", r)
+	}
 	var e sliceEmitter[string]
 	if _, err := pollUntil(r, &e, 10); err != nil {
 		t.Fatal(err)
 	}
 	first, _ := r.Snapshot(1)
-	_, want, _ := decodeSplit(first[0])
+	_, want1, _ := decodeSplit(first[0])
 	if _, err := pollUntil(r, &e, 20); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Snapshot(2); err != nil {
+	second, err := r.Snapshot(2)
+	if err != nil {
 		t.Fatal(err)
 	}
+	_, want2, _ := decodeSplit(second[0])
 	adm := kadm.NewClient(newClient(t, c))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		offs, err := adm.FetchOffsets(t.Context(), "monitor")
-		if err == nil {
-			if o, ok := offs.Lookup("in", 0); ok && o.At == want {
-				return
-			}
+	time.Sleep(100 * time.Millisecond)
+	if offs, err := adm.FetchOffsets(t.Context(), "monitor"); err == nil {
+		if o, ok := offs.Lookup("in", 0); ok {
+			t.Fatalf("offset %d committed before any checkpoint completed", o.At)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("group offsets %v (%v), want %d (the first snapshot's)", offs, err, want)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
+	waitGroupOffset := func(want int64, what string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			offs, err := adm.FetchOffsets(t.Context(), "monitor")
+			if err == nil {
+				if o, ok := offs.Lookup("in", 0); ok && o.At == want {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("group offsets %v (%v), want %d (%s)", offs, err, want, what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if err := l.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	waitGroupOffset(want1, "checkpoint 1's, once it completed")
+	if err := l.NotifyCheckpointComplete(2); err != nil {
+		t.Fatal(err)
+	}
+	waitGroupOffset(want2, "checkpoint 2's, once it completed")
 }

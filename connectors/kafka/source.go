@@ -166,7 +166,10 @@ type Source[T any] struct {
 	deser Deserializer[T]
 }
 
-var _ connector.Source[string] = (*Source[string])(nil)
+var (
+	_ connector.Source[string]     = (*Source[string])(nil)
+	_ connector.CheckpointListener = (*reader[string])(nil)
+)
 
 // NewSource returns a source of the records of opts.Topics, turned into
 // values by deser. Invalid options are reported by Splits and NewReader.
@@ -460,9 +463,10 @@ type reader[T any] struct {
 	batch         [][]*kgo.Record
 	chunk, cursor int
 
-	// committed is the snapshot whose offsets go to the group at the next
-	// Snapshot; commitBusy says a commit is in flight.
-	lastSnap   map[tp]int64
+	// snaps holds the offsets of each checkpoint taken and not yet
+	// complete; they go to the group when it completes. commitBusy says a
+	// commit is in flight.
+	snaps      map[int64]map[tp]int64
 	commitBusy chan struct{}
 
 	closed bool
@@ -760,18 +764,55 @@ func (r *reader[T]) Snapshot(checkpointID int64) ([]connector.SplitState, error)
 		states = append(states, ps.split.state(ps.next))
 		snap[tp{ps.split.Topic, ps.split.Partition}] = ps.next
 	}
-	r.commitOffsets()
-	r.lastSnap = snap
+	if r.opts.Group != "" {
+		if r.snaps == nil {
+			r.snaps = make(map[int64]map[tp]int64)
+		}
+		r.snaps[checkpointID] = snap
+		if len(r.snaps) > maxPendingSnaps {
+			// Notifications were missed (the job failed over, or
+			// checkpoints are declined): forget the oldest.
+			oldest := checkpointID
+			for id := range r.snaps {
+				oldest = min(oldest, id)
+			}
+			delete(r.snaps, oldest)
+		}
+	}
 	return states, nil
 }
 
-// commitOffsets commits the offsets of the previous snapshot to the group,
-// in the background, unless a commit is still in flight. The source
-// contract tells a reader of no completed checkpoint, so the offsets lag
-// by one checkpoint: those of checkpoint n go to the group when
-// checkpoint n+1 is taken, by which time n has normally completed.
-func (r *reader[T]) commitOffsets() {
-	if r.opts.Group == "" || r.adm == nil || len(r.lastSnap) == 0 {
+// maxPendingSnaps bounds the offsets kept for checkpoints that have not
+// completed yet.
+const maxPendingSnaps = 32
+
+// NotifyCheckpointComplete commits the offsets of checkpoint id (or of the
+// newest earlier one taken by this reader) to the group, as Flink's
+// KafkaSource does: for monitoring only, the checkpoint is the truth.
+func (r *reader[T]) NotifyCheckpointComplete(id int64) error {
+	best := int64(-1)
+	for cid := range r.snaps {
+		if cid <= id {
+			best = max(best, cid)
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	offs := r.snaps[best]
+	for cid := range r.snaps {
+		if cid <= id {
+			delete(r.snaps, cid)
+		}
+	}
+	r.commitOffsets(offs)
+	return nil
+}
+
+// commitOffsets commits offsets to the group in the background, unless a
+// commit is still in flight (the next completed checkpoint covers it).
+func (r *reader[T]) commitOffsets(snap map[tp]int64) {
+	if r.closed || r.opts.Group == "" || r.adm == nil || len(snap) == 0 {
 		return
 	}
 	if r.commitBusy != nil {
@@ -782,7 +823,7 @@ func (r *reader[T]) commitOffsets() {
 		}
 	}
 	var offs kadm.Offsets
-	for k, next := range r.lastSnap {
+	for k, next := range snap {
 		offs.Add(kadm.Offset{Topic: k.topic, Partition: k.partition, At: next, LeaderEpoch: -1})
 	}
 	done := make(chan struct{})
