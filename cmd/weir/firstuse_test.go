@@ -108,8 +108,11 @@ var (
 func TestRunStopAndSavepointWithDir(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
+	// --dir targets must lie under an allowed root (docs/rest-security.md):
+	// the test directory is one, but the job has no savepoint directory.
 	w := startWordCount(t, "--repeat-rate", "2000", "--checkpoint-interval", "200ms",
-		"--checkpoint-dir", dir+"/ck", "--output", dir+"/out", "--rest-address", "127.0.0.1:0")
+		"--checkpoint-dir", dir+"/ck", "--output", dir+"/out", "--rest-address", "127.0.0.1:0",
+		"--savepoint-allowed-roots", dir)
 	waitRunning(t, w)
 
 	for _, cmd := range []string{"stop", "savepoint"} {

@@ -415,7 +415,7 @@ func TestAwaitAnswered(t *testing.T) {
 		t.Fatalf("no operation: %v", err)
 	}
 	wc.Hold()
-	id := trigger(t, s, "/jobs/wordcount/savepoints", `{"target-directory":"/sp"}`)
+	id := trigger(t, s, "/jobs/wordcount/savepoints", `{"target-directory":"/tmp/savepoints/sp"}`)
 	answered := make(chan error, 1)
 	go func() { answered <- s.AwaitAnswered(context.Background()) }()
 	// In progress, then done but unread: still waiting.
