@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/jobmaster"
@@ -295,10 +294,6 @@ func (s *incrementalState) removeLocal(drop func(id int64) bool) {
 		}
 	}
 }
-
-// restoreHook, when set (tests), is told how every incremental restore
-// got its files.
-var restoreHook atomic.Pointer[func(job, uid string, subtask int, st restoreStats)]
 
 // restoreStats says how an incremental restore got its files (tests).
 type restoreStats struct {
@@ -636,8 +631,8 @@ func (k *keyedEnv[K]) restoreIncremental() error {
 		return fmt.Errorf("restore keyed state: %w", err)
 	}
 	k.restoreStats = stats
-	if hook := restoreHook.Load(); hook != nil {
-		(*hook)(k.env.jobID, k.env.uid, k.env.subtask, stats)
+	if t := k.env.test; t != nil && t.onRestore != nil {
+		t.onRestore(k.env.jobID, k.env.uid, k.env.subtask, stats)
 	}
 	k.env.logger.Info("restored incremental keyed state", "checkpoint", r.from.Metadata.ID,
 		"local", stats.local, "downloaded", stats.downloaded, "bytes", stats.bytes, "changelogSegments", stats.replayed)
@@ -649,6 +644,23 @@ func restoreDir(r *restoredState) string {
 		return r.from.Dir
 	}
 	return "(unknown)"
+}
+
+// pendingCheckpoints returns the number of checkpoints taken that the
+// keyed state does not yet know complete or aborted (tests: it stays
+// bounded when notifications arrive).
+func (k *keyedEnv[K]) pendingCheckpoints() int {
+	switch {
+	case k.cl != nil:
+		k.cl.mu.Lock()
+		defer k.cl.mu.Unlock()
+		return len(k.cl.pending)
+	case k.inc != nil:
+		k.inc.mu.Lock()
+		defer k.inc.mu.Unlock()
+		return len(k.inc.pending)
+	}
+	return 0
 }
 
 // notifyComplete and notifyAborted pass checkpoint notifications to the

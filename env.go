@@ -288,6 +288,8 @@ type opEnv struct {
 
 	// ops is the instance's operator list and broadcast state (opstate.go).
 	ops *opStates
+	// test: Options.Checkpointing's test hooks (nil in production).
+	test *testHooks
 }
 
 func (bc *buildCtx) opEnv(n *nodeBase, s int) *opEnv {
@@ -305,6 +307,7 @@ func (bc *buildCtx) opEnv(n *nodeBase, s int) *opEnv {
 	env.backend, env.filterLoop = bc.opts.StateBackend, bc.opts.FilterLoop
 	env.incremental, env.localRecovery = bc.opts.Checkpointing.Incremental, bc.opts.Checkpointing.LocalRecovery
 	env.changelog = bc.opts.Checkpointing.Changelog
+	env.test = bc.opts.Checkpointing.test
 	env.stateDir = filepath.Join(bc.opts.LocalStateDir, unsafeName.ReplaceAllString(bc.opts.JobID, "_"))
 	env.restored = bc.restoreFor(n, s, par, env)
 	env.ops = newOpStates(s, bc.restore != nil, env.restored)

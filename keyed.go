@@ -92,7 +92,8 @@ func (k *keyedEnv[K]) open() error {
 	case "pebble":
 		dir := filepath.Join(k.env.stateDir, fmt.Sprintf("%s-%d-a%d", unsafeName.ReplaceAllString(k.env.uid, "_"), k.env.subtask, k.env.attempt))
 		b, err := pebble.New[K](k.groups, k.codec, pebble.Options{Dir: dir, Logger: k.env.logger,
-			OnError: func(err error) { runtime.Fail(fmt.Errorf("pebble state backend: %w", err)) }})
+			DisableCompactions: k.env.test != nil && k.env.test.noCompactions,
+			OnError:            func(err error) { runtime.Fail(fmt.Errorf("pebble state backend: %w", err)) }})
 		if err != nil {
 			return fmt.Errorf("open pebble state backend: %w", err)
 		}
@@ -105,6 +106,9 @@ func (k *keyedEnv[K]) open() error {
 		}
 	default:
 		k.backend = heap.New[K](k.groups, k.codec)
+	}
+	if t := k.env.test; t != nil && t.onKeyedOpen != nil {
+		t.onKeyedOpen(k.env.uid, k.env.subtask, k.pendingCheckpoints)
 	}
 	return k.restore()
 }
