@@ -663,22 +663,25 @@ func (k *keyedEnv[K]) pendingCheckpoints() int {
 	return 0
 }
 
-// notifyComplete and notifyAborted pass checkpoint notifications to the
-// incremental (or changelog) state.
-func (k *keyedEnv[K]) notifyComplete(id int64) {
+// NotifyKeyedComplete and NotifyKeyedAborted implement runtime.KeyedState:
+// they pass checkpoint notifications to the incremental (or changelog)
+// state.
+func (k *keyedEnv[K]) NotifyKeyedComplete(id int64) error {
 	switch {
 	case k.cl != nil:
 		k.cl.complete(id)
 	case k.inc != nil:
 		k.inc.complete(id)
 	}
+	return nil
 }
 
-func (k *keyedEnv[K]) notifyAborted(id int64) {
+func (k *keyedEnv[K]) NotifyKeyedAborted(id int64) error {
 	switch {
 	case k.cl != nil:
 		k.cl.aborted(id)
 	case k.inc != nil:
 		k.inc.aborted(id)
 	}
+	return nil
 }

@@ -290,6 +290,9 @@ type opEnv struct {
 	ops *opStates
 	// test: Options.Checkpointing's test hooks (nil in production).
 	test *testHooks
+	// keyed is the instance's keyed state, set by newKeyedEnv; addOperator
+	// hands it to the task, which delivers its checkpoint lifecycle.
+	keyed runtime.KeyedState
 }
 
 func (bc *buildCtx) opEnv(n *nodeBase, s int) *opEnv {
@@ -320,8 +323,14 @@ func (bc *buildCtx) opEnv(n *nodeBase, s int) *opEnv {
 	return env
 }
 
-func (bc *buildCtx) addOperator(n *nodeBase, s int, op runtime.Operator) {
-	bc.task(n, s).Chain[bc.chainIndex(n)].Op = op
+// addOperator puts op, made with env, into its task's chain, with its keyed
+// state if it has any.
+func (bc *buildCtx) addOperator(n *nodeBase, s int, op runtime.Operator, env *opEnv) {
+	c := &bc.task(n, s).Chain[bc.chainIndex(n)]
+	c.Op = op
+	if env != nil && env.keyed != nil {
+		c.Keyed = env.keyed
+	}
 }
 
 // chainIndex is n's position in its task's chain.

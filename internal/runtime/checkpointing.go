@@ -51,6 +51,52 @@ type CheckpointListener interface {
 	NotifyCheckpointAborted(id int64) error
 }
 
+// KeyedState is the keyed state of one operator instance as the task sees
+// it (Chained.Keyed). Every method runs on the task goroutine.
+type KeyedState interface {
+	// SnapshotKeyed takes the keyed state's part of snapshot id; it runs
+	// after the operator's SnapshotState (which may write to the state).
+	SnapshotKeyed(id int64, opts *BarrierOptions) (OperatorSnapshot, error)
+	// NotifyKeyedComplete and NotifyKeyedAborted tell the keyed state that
+	// checkpoint id completed (its files may be the base of the next
+	// ones) or was aborted; they run before the operator's listener.
+	NotifyKeyedComplete(id int64) error
+	NotifyKeyedAborted(id int64) error
+}
+
+// mergeSnapshots joins an operator's own snapshot a and its keyed state's
+// b into one share of the task's snapshot: b's handles follow a's, and
+// b's asynchronous part runs after a's.
+func mergeSnapshots(a, b OperatorSnapshot) OperatorSnapshot {
+	out := a
+	out.Stateless = a.Stateless && b.Stateless
+	out.State.Keyed = append(out.State.Keyed, b.State.Keyed...)
+	out.State.Lists = append(out.State.Lists, b.State.Lists...)
+	out.State.Broadcast = append(out.State.Broadcast, b.State.Broadcast...)
+	out.State.Splits = append(out.State.Splits, b.State.Splits...)
+	out.State.Committables = append(out.State.Committables, b.State.Committables...)
+	switch {
+	case a.Async == nil:
+		out.Async = b.Async
+	case b.Async != nil:
+		out.Async = func(ctx context.Context, st *checkpoint.SubtaskState) (int64, error) {
+			n, err := a.Async(ctx, st)
+			if err != nil {
+				return n, err
+			}
+			m, err := b.Async(ctx, st)
+			return n + m, err
+		}
+	}
+	switch {
+	case a.Release == nil:
+		out.Release = b.Release
+	case b.Release != nil:
+		out.Release = func() { a.Release(); b.Release() }
+	}
+	return out
+}
+
 // OperatorStateResult is the state of one operator instance in an ack.
 type OperatorStateResult struct {
 	UID         string
@@ -137,6 +183,12 @@ func (t *Task) TriggerCheckpoint(id, timestamp int64, opts *BarrierOptions) Mail
 func (t *Task) NotifyComplete(id int64) Mail {
 	return func() error {
 		for i, c := range t.cfg.Chain {
+			if c.Keyed != nil {
+				t.cfg.Cursor.Current = i
+				if err := c.Keyed.NotifyKeyedComplete(id); err != nil {
+					return t.opError(i, fmt.Errorf("checkpoint %d complete: keyed state: %w", id, err))
+				}
+			}
 			if l, ok := c.Op.(CheckpointListener); ok {
 				t.cfg.Cursor.Current = i
 				if err := l.NotifyCheckpointComplete(id); err != nil {
@@ -152,6 +204,12 @@ func (t *Task) NotifyComplete(id int64) Mail {
 func (t *Task) NotifyAborted(id int64) Mail {
 	return func() error {
 		for i, c := range t.cfg.Chain {
+			if c.Keyed != nil {
+				t.cfg.Cursor.Current = i
+				if err := c.Keyed.NotifyKeyedAborted(id); err != nil {
+					return t.opError(i, fmt.Errorf("checkpoint %d aborted: keyed state: %w", id, err))
+				}
+			}
 			if l, ok := c.Op.(CheckpointListener); ok {
 				t.cfg.Cursor.Current = i
 				if err := l.NotifyCheckpointAborted(id); err != nil {
@@ -220,13 +278,26 @@ func (t *Task) performCheckpoint(b Event, firstBarrierAt int64, alignmentMs int6
 	}
 	for i, c := range t.cfg.Chain {
 		s, ok := c.Op.(Snapshotter)
-		if !ok {
+		if !ok && c.Keyed == nil {
 			continue
 		}
 		t.cfg.Cursor.Current = i
-		snap, err := s.SnapshotState(b.ID, b.Options)
-		if err != nil {
-			return decline(i, err)
+		snap := OperatorSnapshot{Stateless: true}
+		if ok {
+			var err error
+			if snap, err = s.SnapshotState(b.ID, b.Options); err != nil {
+				return decline(i, err)
+			}
+		}
+		if c.Keyed != nil {
+			ks, err := c.Keyed.SnapshotKeyed(b.ID, b.Options)
+			if err != nil {
+				if snap.Release != nil {
+					snap.Release()
+				}
+				return decline(i, err)
+			}
+			snap = mergeSnapshots(snap, ks)
 		}
 		snaps, idx = append(snaps, snap), append(idx, i)
 	}
