@@ -218,7 +218,7 @@ func incRescale(t *testing.T, changelog bool) {
 		t.Errorf("metadata version %d with %d changelog segments, want 3 and some: %+v", md.Version, segments, hs)
 	}
 	for _, h := range hist1 {
-		t.Logf("run 1 checkpoint %d: uploaded %d bytes", h.ID, h.StateSize)
+		t.Logf("run 1 checkpoint %d: uploaded %d bytes of %d", h.ID, h.CheckpointedSize, h.StateSize)
 	}
 	after1 := sink.Len()
 	allow.Store(2800)

@@ -386,6 +386,10 @@ func lcRun(t *testing.T, build lcTopology, changelog, local bool) {
 
 	id, objs := checkpoint(lcKeys)
 	full := record(id, objs)
+	if st, ok := job.Checkpoint(id); !ok || st.CheckpointedSize != st.StateSize || st.StateSize < full {
+		t.Errorf("first checkpoint: state size %d, checkpointed size %d; want both equal and >= the %d bytes uploaded for the operator",
+			st.StateSize, st.CheckpointedSize, full)
+	}
 	if full < lcKeys*50 {
 		t.Fatalf("the first checkpoint uploaded %d bytes for %d keys of ~100 bytes", full, lcKeys)
 	}
@@ -400,6 +404,7 @@ func lcRun(t *testing.T, build lcTopology, changelog, local bool) {
 		if n == 0 {
 			t.Errorf("checkpoint %d uploaded nothing after 1%% of the keys changed", id)
 		}
+		lcCheckStats(t, job, id, n, full)
 		last = id
 	}
 	// The notifications reach the keyed state: nothing stays pending, and
@@ -434,6 +439,33 @@ func lcRun(t *testing.T, build lcTopology, changelog, local bool) {
 		}
 		return ""
 	})
+}
+
+// lcCheckStats checks the statistics of checkpoint id, which uploaded n
+// bytes for the operator, whose full state is about full bytes: the
+// checkpointed size is what was uploaded, the state size the full state
+// referred to, per checkpoint and per subtask.
+func lcCheckStats(t *testing.T, job *weir.JobClient, id, n, full int64) {
+	t.Helper()
+	st, ok := job.Checkpoint(id)
+	if !ok {
+		t.Fatalf("no statistics of checkpoint %d", id)
+	}
+	if st.CheckpointedSize < n || st.CheckpointedSize > n+4096 {
+		t.Errorf("checkpoint %d: checkpointed size %d, want the %d bytes uploaded for the operator (and a little inline state)", id, st.CheckpointedSize, n)
+	}
+	if st.StateSize < full*9/10 {
+		t.Errorf("checkpoint %d: state size %d, want the full state it refers to (about %d)", id, st.StateSize, full)
+	}
+	var state, uploaded int64
+	for _, sub := range st.Subtasks {
+		state += sub.StateSize
+		uploaded += sub.CheckpointedSize
+	}
+	if state != st.StateSize || uploaded != st.CheckpointedSize {
+		t.Errorf("checkpoint %d: subtasks sum to state size %d and checkpointed size %d; the checkpoint says %d and %d",
+			id, state, uploaded, st.StateSize, st.CheckpointedSize)
+	}
 }
 
 // lcWaitFor polls cond (which says what is still wrong, "" when it holds)

@@ -116,8 +116,16 @@ type TaskAck struct {
 	Async      time.Duration
 	Alignment  time.Duration
 	StartDelay time.Duration
-	StateSize  int64
-	Err        error
+	// StateSize is the size of the full state the task's snapshot refers
+	// to: every file its handles list (shared files an earlier checkpoint
+	// uploaded included) and the state inline in the metadata (Flink's
+	// "Full Checkpoint Data Size").
+	StateSize int64
+	// CheckpointedSize is what this checkpoint added: the bytes the
+	// asynchronous parts uploaded and the inline state (Flink's
+	// "Checkpointed Data Size"). It equals StateSize for full snapshots.
+	CheckpointedSize int64
+	Err              error
 }
 
 // Responder is the job master as a task sees it. Its methods must not block
@@ -344,7 +352,7 @@ func (t *Task) performCheckpoint(b Event, firstBarrierAt int64, alignmentMs int6
 			}
 			var n int64
 			n, err = s.Async(a.ctx, &ack.Operators[k].State)
-			ack.StateSize += n
+			ack.CheckpointedSize += n
 			if err != nil {
 				info := cc.Operators[idx[k]]
 				err = fmt.Errorf("operator %q (subtask %d/%d): asynchronous snapshot: %w", info.Name, t.cfg.Subtask+1, t.cfg.Parallelism, err)
@@ -354,6 +362,11 @@ func (t *Task) performCheckpoint(b Event, firstBarrierAt int64, alignmentMs int6
 		ack.Err = err
 		if ack.Err != nil {
 			ack.Operators = nil
+		}
+		for _, op := range ack.Operators {
+			full, inline := op.State.Sizes()
+			ack.StateSize += full
+			ack.CheckpointedSize += inline
 		}
 		var releases []func()
 		for _, s := range releasesAll {
