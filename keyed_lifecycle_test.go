@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"math/rand/v2"
+	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -482,5 +483,36 @@ func lcWaitFor(t *testing.T, what string, cond func() string) {
 			t.Fatalf("timed out waiting for %s: %s", what, msg)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestUnwritableLocalStateDir starts a pebble job whose LocalStateDir is a
+// file: the job fails with an error naming the directory, whatever the
+// checkpoint mode.
+func TestUnwritableLocalStateDir(t *testing.T) {
+	for _, mode := range lcModes {
+		t.Run(mode.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			file := filepath.Join(t.TempDir(), "not-a-dir")
+			if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			opts := weir.Options{Parallelism: 1, JobID: "lc-bad", StateBackend: "pebble", LocalStateDir: file}
+			opts.Checkpointing.Incremental, opts.Checkpointing.LocalRecovery = true, mode.local
+			opts.Checkpointing.Changelog.Enabled = mode.changelog
+			env := weir.NewEnvironment(opts)
+			var allow atomic.Int64
+			lcKinds[0].build(env, env.FromSource("src", connector.Source[string](lcGate{&allow})), nil).
+				Filter("drop", func(string) bool { return false }).SinkTo("out", collect.New[string]())
+			job, err := env.ExecuteAsync(ctx, "lc-bad")
+			if err == nil {
+				err = job.Wait()
+			}
+			if err == nil || !strings.Contains(err.Error(), file) {
+				t.Fatalf("job with LocalStateDir %s (a file): error %v, want one naming the directory", file, err)
+			}
+			t.Logf("error: %v", err)
+		})
 	}
 }
