@@ -261,11 +261,9 @@ func (s *changelogState) snapshot(b changelogBackend, id int64, opts *runtime.Ba
 	if s.confirmed != nil && s.confirmed.mat.store == opts.Store {
 		baseID, baseData, baseSegs = s.confirmed.id, s.confirmed.mat.data, s.confirmed.segs
 	} else {
-		s.inc.mu.Lock()
-		if up := s.inc.confirmed; up.files != nil && up.store == opts.Store {
-			baseID, baseData = up.id, up.files
+		if up := s.inc.base(); up.Files != nil && up.Store == any(opts.Store) {
+			baseID, baseData = up.ID, up.Files
 		}
-		s.inc.mu.Unlock()
 	}
 	sharedDir := path.Join(path.Dir(opts.Dir), storage.SharedDirName)
 
