@@ -24,6 +24,7 @@ demo: build
 
 vet:
 	$(GO) vet ./...
+	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod or go.sum is not tidy: run go mod tidy (go mod tidy -diff shows what it changes)"; exit 1; }
 	@out=$$($(GOFMT) -l . 2>&1 | grep -v '^testdata/'); if [ -n "$$out" ]; then echo "gofmt needed (or failed):"; echo "$$out"; exit 1; fi
 
 # The whole suite (about 20 minutes on two cores), then the race detector

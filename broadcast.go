@@ -519,8 +519,11 @@ func (o *keyedBroadcastProcessOp[K, A, B, OUT]) Close() error {
 	err := openClose[*KeyedContext[K]]{o.fn, &o.ro.KeyedContext}.close()
 	return errors.Join(err, o.ro.keyed.close())
 }
-func (o *keyedBroadcastProcessOp[K, A, B, OUT]) SnapshotState(id int64, opts *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
-	return o.ro.keyed.snapshot(id, opts, o.fn)
+
+// SnapshotState and the notifications are the function's (its hooks, its
+// operator state); the task delivers the keyed state's (runtime.KeyedState).
+func (o *keyedBroadcastProcessOp[K, A, B, OUT]) SnapshotState(id int64, _ *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
+	return o.ro.env.ops.snapshot(id, o.fn)
 }
 func (o *keyedBroadcastProcessOp[K, A, B, OUT]) NotifyCheckpointComplete(id int64) error {
 	return userHooks{o.fn}.NotifyCheckpointComplete(id)

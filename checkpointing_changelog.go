@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/weirstream/weir/internal/checkpoint"
@@ -109,10 +108,6 @@ func (o *ChangelogOptions) ensureDefaults() {
 	}
 }
 
-// bgMaterializations counts the background materializations uploaded in
-// this process (tests check that they happen).
-var bgMaterializations atomic.Int64
-
 // materialization is a native checkpoint uploaded to shared/.
 type materialization struct {
 	id    int64                  // the checkpoint at whose barrier it was taken
@@ -163,6 +158,9 @@ type changelogState struct {
 	bgErr    error
 	matBytes int64 // uploaded by materializations, background and synchronous
 	bgMats   int   // background materializations uploaded
+	// onMaterialized, when set (tests), is told of each background
+	// materialization uploaded, under mu.
+	onMaterialized func()
 }
 
 func newChangelogState(env *opEnv, inc *incrementalState, opts ChangelogOptions) *changelogState {
@@ -175,8 +173,13 @@ func newChangelogState(env *opEnv, inc *incrementalState, opts ChangelogOptions)
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &changelogState{inc: inc, opts: opts, now: time.Now, logger: logger, ctx: ctx,
+	s := &changelogState{inc: inc, opts: opts, now: time.Now, logger: logger, ctx: ctx,
 		pending: make(map[int64]*clCheckpoint), inUse: make(map[int64]int64)}
+	if t := env.test; t != nil && t.onMaterialized != nil {
+		uid, subtask := env.uid, env.subtask
+		s.onMaterialized = func() { t.onMaterialized(uid, subtask) }
+	}
+	return s
 }
 
 func (s *changelogState) logDir() string { return filepath.Join(s.inc.localDir, "changelog") }
@@ -258,11 +261,9 @@ func (s *changelogState) snapshot(b changelogBackend, id int64, opts *runtime.Ba
 	if s.confirmed != nil && s.confirmed.mat.store == opts.Store {
 		baseID, baseData, baseSegs = s.confirmed.id, s.confirmed.mat.data, s.confirmed.segs
 	} else {
-		s.inc.mu.Lock()
-		if up := s.inc.confirmed; up.files != nil && up.store == opts.Store {
-			baseID, baseData = up.id, up.files
+		if up := s.inc.base(); up.Files != nil && up.Store == any(opts.Store) {
+			baseID, baseData = up.ID, up.Files
 		}
-		s.inc.mu.Unlock()
 	}
 	sharedDir := path.Join(path.Dir(opts.Dir), storage.SharedDirName)
 
@@ -426,7 +427,9 @@ func (s *changelogState) maybeMaterialize(b changelogBackend, id, cut int64, sto
 		s.ready = m
 		s.matBytes += written
 		s.bgMats++
-		bgMaterializations.Add(1)
+		if s.onMaterialized != nil {
+			s.onMaterialized()
+		}
 		s.logger.Info("changelog: materialization uploaded", "checkpoint", id, "uploadedBytes", written,
 			"stateBytes", m.size, "logBytes", logSize, "duration", s.now().Sub(start))
 	})

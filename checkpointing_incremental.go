@@ -14,13 +14,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/jobmaster"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/internal/statebackend/pebble"
+	"github.com/weirstream/weir/internal/statebackend/snapshot"
 	"github.com/weirstream/weir/internal/storage"
 )
 
@@ -63,23 +63,15 @@ type incrementalState struct {
 	instance  string // random, unique per backend instance
 	keepLocal bool   // LocalRecovery
 
-	mu        sync.Mutex
-	confirmed uploaded           // the base: files of the last complete checkpoint
-	pending   map[int64]uploaded // written, not yet known complete
+	// mu guards ledger, the pure core that decides the base, the
+	// pending checkpoints and the local directories to remove
+	// (internal/statebackend/snapshot): this type carries out its answers.
+	mu     sync.Mutex
+	ledger *snapshot.Ledger
 }
 
-// uploaded is where the data files of one checkpoint are.
-type uploaded struct {
-	id    int64
-	store storage.Store
-	files map[string]sharedFile // local name -> object
-}
-
-type sharedFile struct {
-	object string // store name, <job>/shared/…
-	size   int64
-	crc    uint32
-}
+// sharedFile is a data file in <job>/shared/.
+type sharedFile = snapshot.SharedFile
 
 func newIncrementalState(env *opEnv) *incrementalState {
 	var b [4]byte
@@ -91,7 +83,7 @@ func newIncrementalState(env *opEnv) *incrementalState {
 		prefix:    prefix,
 		instance:  hex.EncodeToString(b[:]),
 		keepLocal: env.localRecovery,
-		pending:   make(map[int64]uploaded),
+		ledger:    snapshot.NewLedger(env.localRecovery),
 	}
 }
 
@@ -117,15 +109,16 @@ func (s *incrementalState) snapshot(take func(id int64, dir string) ([]string, e
 	if _, err := take(id, dir); err != nil {
 		return runtime.OperatorSnapshot{}, err
 	}
-	s.mu.Lock()
-	base := s.confirmed
-	s.mu.Unlock()
+	base := s.base()
 	return runtime.OperatorSnapshot{
 		Async: func(ctx context.Context, st *checkpoint.SubtaskState) (int64, error) {
 			return s.upload(ctx, id, dir, base, opts, st)
 		},
 		Release: func() {
-			if !s.keepLocal {
+			s.mu.Lock()
+			remove := s.ledger.Released(id)
+			s.mu.Unlock()
+			if remove {
 				_ = os.RemoveAll(dir)
 			}
 		},
@@ -134,14 +127,14 @@ func (s *incrementalState) snapshot(take func(id int64, dir string) ([]string, e
 
 // upload is the asynchronous part: it uploads what base does not hold and
 // records the handle. It returns the bytes uploaded.
-func (s *incrementalState) upload(ctx context.Context, id int64, dir string, base uploaded, opts *runtime.BarrierOptions, st *checkpoint.SubtaskState) (int64, error) {
+func (s *incrementalState) upload(ctx context.Context, id int64, dir string, base snapshot.Upload, opts *runtime.BarrierOptions, st *checkpoint.SubtaskState) (int64, error) {
 	sharedDir := path.Join(path.Dir(opts.Dir), storage.SharedDirName)
-	reuse := base.files != nil && base.store == opts.Store
+	reuse := base.Files != nil && base.Store == any(opts.Store)
 	h := checkpoint.KeyedStateHandle{Backend: checkpoint.IncrementalBackend, StartGroup: s.groups.Start, EndGroup: s.groups.End}
 	var reusable map[string]sharedFile
 	if reuse {
-		h.Base = base.id
-		reusable = base.files
+		h.Base = base.ID
+		reusable = base.Files
 	}
 	up, err := s.uploadDir(ctx, dir, reusable, opts.Store, sharedDir, func(name string, data bool) string {
 		if data {
@@ -163,7 +156,7 @@ func (s *incrementalState) upload(ctx context.Context, id int64, dir string, bas
 	}
 	st.Keyed = append(st.Keyed, h)
 	s.mu.Lock()
-	s.pending[id] = uploaded{id: id, store: opts.Store, files: up.data}
+	s.ledger.Uploaded(snapshot.Upload{ID: id, Store: opts.Store, Files: up.data})
 	s.mu.Unlock()
 	return up.written, nil
 }
@@ -196,8 +189,8 @@ func (s *incrementalState) uploadDir(ctx context.Context, dir string, reusable m
 	for i, e := range entries {
 		name := e.Name()
 		data := isDataFile(name)
-		if f, ok := reusable[name]; ok && data && path.Dir(f.object) == sharedDir {
-			up.files[i] = checkpoint.StateFile{Name: name, Path: sharedPath(f.object), Size: f.size, CRC: f.crc, Shared: true}
+		if f, ok := reusable[name]; ok && data && path.Dir(f.Object) == sharedDir {
+			up.files[i] = checkpoint.StateFile{Name: name, Path: sharedPath(f.Object), Size: f.Size, CRC: f.CRC, Shared: true}
 			up.data[name] = f
 			continue
 		}
@@ -223,7 +216,7 @@ func (s *incrementalState) uploadDir(ctx context.Context, dir string, reusable m
 		defer mu.Unlock()
 		up.files[jb.i] = checkpoint.StateFile{Name: jb.name, Path: p, Size: size, CRC: crc, Shared: jb.shared}
 		if jb.data && jb.shared {
-			up.data[jb.name] = sharedFile{object: jb.object, size: size, crc: crc}
+			up.data[jb.name] = sharedFile{Object: jb.object, Size: size, CRC: crc}
 		}
 		up.fresh = append(up.fresh, jb.object)
 		up.written += size
@@ -238,67 +231,79 @@ func sharedPath(object string) string {
 	return "../" + storage.SharedDirName + "/" + path.Base(object)
 }
 
+// base returns the upload the next checkpoint refers to.
+func (s *incrementalState) base() snapshot.Upload {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ledger.Base()
+}
+
 // complete makes checkpoint id's files the base, once id is known complete.
 func (s *incrementalState) complete(id int64) {
+	local := s.localCheckpoints()
 	s.mu.Lock()
-	if up, ok := s.pending[id]; ok {
-		s.confirmed = up
-	}
-	for p := range s.pending {
-		if p <= id {
-			delete(s.pending, p) // subsumed
-		}
-	}
-	keep := s.confirmed.id
+	remove := s.ledger.Complete(id, local)
 	s.mu.Unlock()
-	s.removeLocal(func(c int64) bool { return c <= id && c != keep })
+	s.removeLocal(remove)
 }
 
 // aborted forgets checkpoint id.
 func (s *incrementalState) aborted(id int64) {
+	local := s.localCheckpoints()
 	s.mu.Lock()
-	delete(s.pending, id)
+	remove := s.ledger.Aborted(id, local)
 	s.mu.Unlock()
-	s.removeLocal(func(c int64) bool { return c == id })
+	s.removeLocal(remove)
 }
 
-// close removes the local checkpoints, but the base's with LocalRecovery.
+// close removes the local checkpoints, but, with LocalRecovery, the
+// base's and newer ones: one of them may have completed at the job master
+// without the notice having reached this task before it closed (a failure
+// in between), and the restore takes it. A local copy is used only after
+// every file is checked against the checkpoint's metadata; the next
+// completion removes the others.
 func (s *incrementalState) close() {
+	local := s.localCheckpoints()
 	s.mu.Lock()
-	keep := s.confirmed.id
+	remove := s.ledger.Close(local)
 	s.mu.Unlock()
+	s.removeLocal(remove)
 	if !s.keepLocal {
-		s.removeLocal(func(int64) bool { return true })
 		_ = os.Remove(s.localDir) // only if empty
-		return
 	}
-	// Keep the last checkpoint known complete and the newer ones: one of
-	// them may have completed at the job master without the notice having
-	// reached this task before it closed (a failure in between), and the
-	// restore takes it. A local copy is used only after every file is
-	// checked against the checkpoint's metadata; the next completion
-	// removes the others.
-	s.removeLocal(func(c int64) bool { return c < keep })
 }
 
-// removeLocal removes the local checkpoint directories whose id drop says.
-func (s *incrementalState) removeLocal(drop func(id int64) bool) {
+// pending returns the number of checkpoints uploaded and not yet known
+// complete or aborted.
+func (s *incrementalState) pendingCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.ledger.Pending())
+}
+
+// localCheckpoints lists the ids of the local checkpoint directories.
+func (s *incrementalState) localCheckpoints() []int64 {
 	entries, err := os.ReadDir(s.localDir)
 	if err != nil {
-		return
+		return nil
 	}
+	var ids []int64
 	for _, e := range entries {
 		digits, ok := strings.CutPrefix(e.Name(), "chk-")
 		id, err := strconv.ParseInt(digits, 10, 64)
-		if ok && err == nil && drop(id) {
-			_ = os.RemoveAll(filepath.Join(s.localDir, e.Name()))
+		if ok && err == nil {
+			ids = append(ids, id)
 		}
 	}
+	return ids
 }
 
-// restoreHook, when set (tests), is told how every incremental restore
-// got its files.
-var restoreHook atomic.Pointer[func(job, uid string, subtask int, st restoreStats)]
+// removeLocal removes the local checkpoint directories of ids.
+func (s *incrementalState) removeLocal(ids []int64) {
+	for _, id := range ids {
+		_ = os.RemoveAll(s.checkpointDir(id))
+	}
+}
 
 // restoreStats says how an incremental restore got its files (tests).
 type restoreStats struct {
@@ -360,7 +365,7 @@ func (s *incrementalState) restore(ctx context.Context, from *jobmaster.Restored
 	if base < 0 || from.Metadata.Kind != checkpoint.KindCheckpoint {
 		return stats, nil
 	}
-	up := uploaded{id: from.Metadata.ID, store: from.Store, files: make(map[string]sharedFile)}
+	up := snapshot.Upload{ID: from.Metadata.ID, Store: from.Store, Files: make(map[string]sharedFile)}
 	for _, f := range handles[base].Files {
 		if !f.Shared {
 			continue
@@ -369,10 +374,10 @@ func (s *incrementalState) restore(ctx context.Context, from *jobmaster.Restored
 		if err != nil {
 			return stats, err
 		}
-		up.files[f.Name] = sharedFile{object: object, size: f.Size, crc: f.CRC}
+		up.Files[f.Name] = sharedFile{Object: object, Size: f.Size, CRC: f.CRC}
 	}
 	s.mu.Lock()
-	s.confirmed = up
+	s.ledger.Restored(up)
 	s.mu.Unlock()
 	return stats, nil
 }
@@ -636,8 +641,8 @@ func (k *keyedEnv[K]) restoreIncremental() error {
 		return fmt.Errorf("restore keyed state: %w", err)
 	}
 	k.restoreStats = stats
-	if hook := restoreHook.Load(); hook != nil {
-		(*hook)(k.env.jobID, k.env.uid, k.env.subtask, stats)
+	if t := k.env.test; t != nil && t.onRestore != nil {
+		t.onRestore(k.env.jobID, k.env.uid, k.env.subtask, stats)
 	}
 	k.env.logger.Info("restored incremental keyed state", "checkpoint", r.from.Metadata.ID,
 		"local", stats.local, "downloaded", stats.downloaded, "bytes", stats.bytes, "changelogSegments", stats.replayed)
@@ -651,22 +656,40 @@ func restoreDir(r *restoredState) string {
 	return "(unknown)"
 }
 
-// notifyComplete and notifyAborted pass checkpoint notifications to the
-// incremental (or changelog) state.
-func (k *keyedEnv[K]) notifyComplete(id int64) {
+// pendingCheckpoints returns the number of checkpoints taken that the
+// keyed state does not yet know complete or aborted (tests: it stays
+// bounded when notifications arrive).
+func (k *keyedEnv[K]) pendingCheckpoints() int {
+	switch {
+	case k.cl != nil:
+		k.cl.mu.Lock()
+		defer k.cl.mu.Unlock()
+		return len(k.cl.pending)
+	case k.inc != nil:
+		return k.inc.pendingCount()
+	}
+	return 0
+}
+
+// NotifyKeyedComplete and NotifyKeyedAborted implement runtime.KeyedState:
+// they pass checkpoint notifications to the incremental (or changelog)
+// state.
+func (k *keyedEnv[K]) NotifyKeyedComplete(id int64) error {
 	switch {
 	case k.cl != nil:
 		k.cl.complete(id)
 	case k.inc != nil:
 		k.inc.complete(id)
 	}
+	return nil
 }
 
-func (k *keyedEnv[K]) notifyAborted(id int64) {
+func (k *keyedEnv[K]) NotifyKeyedAborted(id int64) error {
 	switch {
 	case k.cl != nil:
 		k.cl.aborted(id)
 	case k.inc != nil:
 		k.inc.aborted(id)
 	}
+	return nil
 }

@@ -73,6 +73,11 @@ func TestIncrementalRestoreLocal(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, false},
+		{"missing local checkpoint", func(t *testing.T, local string, _ []string) {
+			if err := os.RemoveAll(local); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
 		{"damaged manifest", func(t *testing.T, local string, _ []string) {
 			entries, err := os.ReadDir(local)
 			if err != nil {

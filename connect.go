@@ -142,15 +142,15 @@ func (o *keyedCoProcessOp[K, A, B, OUT]) Open() error {
 	return openClose[*KeyedContext[K]]{o.fn, o.ctx}.open()
 }
 
-func (o *keyedCoProcessOp[K, A, B, OUT]) SnapshotState(id int64, opts *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
-	return o.ctx.keyed.snapshot(id, opts, o.fn)
+// SnapshotState and the notifications are the function's (its hooks, its
+// operator state); the task delivers the keyed state's (runtime.KeyedState).
+func (o *keyedCoProcessOp[K, A, B, OUT]) SnapshotState(id int64, _ *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
+	return o.ctx.env.ops.snapshot(id, o.fn)
 }
 func (o *keyedCoProcessOp[K, A, B, OUT]) NotifyCheckpointComplete(id int64) error {
-	o.ctx.keyed.notifyComplete(id)
 	return userHooks{o.fn}.NotifyCheckpointComplete(id)
 }
 func (o *keyedCoProcessOp[K, A, B, OUT]) NotifyCheckpointAborted(id int64) error {
-	o.ctx.keyed.notifyAborted(id)
 	return userHooks{o.fn}.NotifyCheckpointAborted(id)
 }
 func (o *keyedCoProcessOp[K, A, B, OUT]) Finish() error { return nil }

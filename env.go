@@ -290,6 +290,11 @@ type opEnv struct {
 
 	// ops is the instance's operator list and broadcast state (opstate.go).
 	ops *opStates
+	// test: Options.Checkpointing's test hooks (nil in production).
+	test *testHooks
+	// keyed is the instance's keyed state, set by newKeyedEnv; addOperator
+	// hands it to the task, which delivers its checkpoint lifecycle.
+	keyed runtime.KeyedState
 }
 
 func (bc *buildCtx) opEnv(n *nodeBase, s int) *opEnv {
@@ -307,6 +312,7 @@ func (bc *buildCtx) opEnv(n *nodeBase, s int) *opEnv {
 	env.backend, env.filterLoop = bc.opts.StateBackend, bc.opts.FilterLoop
 	env.incremental, env.localRecovery = bc.opts.Checkpointing.Incremental, bc.opts.Checkpointing.LocalRecovery
 	env.changelog = bc.opts.Checkpointing.Changelog
+	env.test = bc.opts.Checkpointing.test
 	env.stateDir = filepath.Join(bc.opts.LocalStateDir, unsafeName.ReplaceAllString(bc.opts.JobID, "_"))
 	env.restored = bc.restoreFor(n, s, par, env)
 	env.ops = newOpStates(s, bc.restore != nil, env.restored)
@@ -319,8 +325,14 @@ func (bc *buildCtx) opEnv(n *nodeBase, s int) *opEnv {
 	return env
 }
 
-func (bc *buildCtx) addOperator(n *nodeBase, s int, op runtime.Operator) {
-	bc.task(n, s).Chain[bc.chainIndex(n)].Op = op
+// addOperator puts op, made with env, into its task's chain, with its keyed
+// state if it has any.
+func (bc *buildCtx) addOperator(n *nodeBase, s int, op runtime.Operator, env *opEnv) {
+	c := &bc.task(n, s).Chain[bc.chainIndex(n)]
+	c.Op = op
+	if env != nil && env.keyed != nil {
+		c.Keyed = env.keyed
+	}
 }
 
 // chainIndex is n's position in its task's chain.

@@ -1,5 +1,7 @@
 package weir
 
+import "sync/atomic"
+
 // IncrementalRestore says how one operator instance restored incremental
 // state: handles linked from its local copy, handles downloaded.
 type IncrementalRestore struct {
@@ -8,19 +10,49 @@ type IncrementalRestore struct {
 	Local, Downloaded int
 }
 
-// SetIncrementalRestoreHook makes every incremental restore call f (nil:
-// none). f runs on task goroutines.
-func SetIncrementalRestoreHook(f func(IncrementalRestore)) {
-	if f == nil {
-		restoreHook.Store(nil)
-		return
+func testHooksOf(o *Options) *testHooks {
+	if o.Checkpointing.test == nil {
+		o.Checkpointing.test = &testHooks{}
 	}
-	h := func(job, uid string, subtask int, st restoreStats) {
-		f(IncrementalRestore{Job: job, UID: uid, Subtask: subtask, Local: st.local, Downloaded: st.downloaded})
-	}
-	restoreHook.Store(&h)
+	return o.Checkpointing.test
 }
 
-// ChangelogMaterializations returns the number of background
-// materializations uploaded in this process so far.
-func ChangelogMaterializations() int64 { return bgMaterializations.Load() }
+// SetIncrementalRestoreHook makes every incremental restore of the job of
+// o call f (nil: none). f runs on task goroutines.
+func SetIncrementalRestoreHook(o *Options, f func(IncrementalRestore)) {
+	if f == nil {
+		testHooksOf(o).onRestore = nil
+		return
+	}
+	testHooksOf(o).onRestore = func(job, uid string, subtask int, st restoreStats) {
+		f(IncrementalRestore{Job: job, UID: uid, Subtask: subtask, Local: st.local, Downloaded: st.downloaded})
+	}
+}
+
+// CountChangelogMaterializations makes the job of o count its background
+// changelog materializations in n.
+func CountChangelogMaterializations(o *Options, n *atomic.Int64) {
+	testHooksOf(o).onMaterialized = func(string, int) { n.Add(1) }
+}
+
+// DisablePebbleCompactions stops the pebble backends of the job of o from
+// compacting.
+func DisablePebbleCompactions(o *Options) { testHooksOf(o).noCompactions = true }
+
+// KeyedStateProbe is a view of one keyed operator instance's checkpoint
+// lifecycle.
+type KeyedStateProbe struct {
+	UID     string
+	Subtask int
+	// Pending returns the number of checkpoints the instance took and does
+	// not yet know complete or aborted.
+	Pending func() int
+}
+
+// OnKeyedOpen makes the job of o call f for every keyed operator instance
+// it opens (on the task goroutine).
+func OnKeyedOpen(o *Options, f func(KeyedStateProbe)) {
+	testHooksOf(o).onKeyedOpen = func(uid string, subtask int, pending func() int) {
+		f(KeyedStateProbe{UID: uid, Subtask: subtask, Pending: pending})
+	}
+}

@@ -49,6 +49,8 @@ type incRun struct {
 	// sinkUID, when set, replaces the sink's uid "out": a run with another
 	// sink drops the committed transactions of the restored one.
 	sinkUID string
+	// mats, when set, counts the background changelog materializations.
+	mats *atomic.Int64
 }
 
 func (r incRun) options() weir.Options {
@@ -65,6 +67,9 @@ func (r incRun) options() weir.Options {
 	opts.Checkpointing.RetainOnCancel = true
 	opts.Checkpointing.Retained = max(r.retained, 1)
 	opts.AllowNonRestoredState = r.sinkUID != ""
+	if r.mats != nil {
+		weir.CountChangelogMaterializations(&opts, r.mats)
+	}
 	if os.Getenv("WEIR_TEST_LOG") != "" {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -213,7 +218,7 @@ func incRescale(t *testing.T, changelog bool) {
 		t.Errorf("metadata version %d with %d changelog segments, want 3 and some: %+v", md.Version, segments, hs)
 	}
 	for _, h := range hist1 {
-		t.Logf("run 1 checkpoint %d: uploaded %d bytes", h.ID, h.StateSize)
+		t.Logf("run 1 checkpoint %d: uploaded %d bytes of %d", h.ID, h.CheckpointedSize, h.StateSize)
 	}
 	after1 := sink.Len()
 	allow.Store(2800)
@@ -326,10 +331,10 @@ func incNoLeak(t *testing.T, changelog bool) {
 	for i := range 8 {
 		at = append(at, int64(150*(i+1)))
 	}
-	mats := weir.ChangelogMaterializations()
+	var mats atomic.Int64
 	ids, _ := incRun{par: 2, srcPar: 1, root: root, stateDir: stateDir, src: src, sink: sink, at: at, retained: 3, changelog: changelog,
-		allow: &allow, allowAt: at}.run(t, ctx)
-	if changelog && weir.ChangelogMaterializations() == mats {
+		allow: &allow, allowAt: at, mats: &mats}.run(t, ctx)
+	if changelog && mats.Load() == 0 {
 		t.Error("no background materialization happened")
 	}
 	retained := incCheckShared(t, root, "after 8 checkpoints")
@@ -384,17 +389,13 @@ func TestIncrementalLocalRecovery(t *testing.T) {
 			stateDir := t.TempDir()
 			var mu sync.Mutex
 			var restores []weir.IncrementalRestore
-			weir.SetIncrementalRestoreHook(func(r weir.IncrementalRestore) {
-				if r.Job == job {
-					mu.Lock()
-					restores = append(restores, r)
-					mu.Unlock()
-				}
-			})
-			t.Cleanup(func() { weir.SetIncrementalRestoreHook(nil) })
-
 			opts := weir.Options{Parallelism: 2, JobID: job, StateBackend: "pebble", LocalStateDir: stateDir,
 				Restart: "fixed-delay:attempts=2,delay=0"}
+			weir.SetIncrementalRestoreHook(&opts, func(r weir.IncrementalRestore) {
+				mu.Lock()
+				restores = append(restores, r)
+				mu.Unlock()
+			})
 			opts.Checkpointing.Storage = t.TempDir()
 			opts.Checkpointing.Incremental, opts.Checkpointing.LocalRecovery = true, true
 			var fail atomic.Bool

@@ -81,9 +81,19 @@ type keyedEnv[K comparable] struct {
 	cl *changelogState
 }
 
+// newKeyedEnv makes the keyed state of the operator instance of env and
+// registers it there: the task then delivers its checkpoint lifecycle
+// (runtime.Chained.Keyed, bc.addOperator), whatever the operator.
 func newKeyedEnv[K comparable](env *opEnv, c codec.Codec[K]) *keyedEnv[K] {
-	return &keyedEnv[K]{codec: c, groups: env.keyGroups, maxPar: env.maxPar, env: env}
+	k := &keyedEnv[K]{codec: c, groups: env.keyGroups, maxPar: env.maxPar, env: env}
+	if env.keyed != nil {
+		panic(fmt.Sprintf("operator %q: two keyed states for one operator instance", env.name))
+	}
+	env.keyed = k
+	return k
 }
+
+var _ runtime.KeyedState = (*keyedEnv[int])(nil)
 
 // open creates the operator's state backend and restores its state; it
 // runs in the operator's Open, before the user function's.
@@ -92,7 +102,8 @@ func (k *keyedEnv[K]) open() error {
 	case "pebble":
 		dir := filepath.Join(k.env.stateDir, fmt.Sprintf("%s-%d-a%d", unsafeName.ReplaceAllString(k.env.uid, "_"), k.env.subtask, k.env.attempt))
 		b, err := pebble.New[K](k.groups, k.codec, pebble.Options{Dir: dir, Logger: k.env.logger,
-			OnError: func(err error) { runtime.Fail(fmt.Errorf("pebble state backend: %w", err)) }})
+			DisableCompactions: k.env.test != nil && k.env.test.noCompactions,
+			OnError:            func(err error) { runtime.Fail(fmt.Errorf("pebble state backend: %w", err)) }})
 		if err != nil {
 			return fmt.Errorf("open pebble state backend: %w", err)
 		}
@@ -105,6 +116,9 @@ func (k *keyedEnv[K]) open() error {
 		}
 	default:
 		k.backend = heap.New[K](k.groups, k.codec)
+	}
+	if t := k.env.test; t != nil && t.onKeyedOpen != nil {
+		t.onKeyedOpen(k.env.uid, k.env.subtask, k.pendingCheckpoints)
 	}
 	return k.restore()
 }
@@ -138,21 +152,16 @@ func (k *keyedEnv[K]) restore() error {
 	return nil
 }
 
-func (k *keyedEnv[K]) snapshot(id int64, opts *runtime.BarrierOptions, fn any) (runtime.OperatorSnapshot, error) {
-	if err := (userHooks{fn}).snapshot(id); err != nil {
-		return runtime.OperatorSnapshot{}, err
+// SnapshotKeyed implements runtime.KeyedState: the task calls it after
+// the operator's SnapshotState (the function's hook, its operator state).
+func (k *keyedEnv[K]) SnapshotKeyed(id int64, opts *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
+	if k.backend == nil {
+		return runtime.OperatorSnapshot{}, fmt.Errorf("keyed state of operator %q is not open", k.env.name)
 	}
-	var snap runtime.OperatorSnapshot
-	var err error
 	if k.inc != nil && opts.Kind == checkpoint.KindCheckpoint {
-		snap, err = k.snapshotIncremental(id, opts) // savepoints stay canonical
-	} else {
-		snap, err = snapshotKeyed(k.backend, k.env, id, opts)
+		return k.snapshotIncremental(id, opts) // savepoints stay canonical
 	}
-	if err == nil {
-		k.env.ops.addTo(&snap) // operator list state of a keyed function (opstate.go)
-	}
-	return snap, err
+	return snapshotKeyed(k.backend, k.env, id, opts)
 }
 
 // setKey scopes the state to key.
@@ -382,15 +391,15 @@ func (o *keyedProcessOp[K, T, U]) Open() error {
 	return openClose[*KeyedContext[K]]{o.fn, o.ctx}.open()
 }
 
-func (o *keyedProcessOp[K, T, U]) SnapshotState(id int64, opts *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
-	return o.ctx.keyed.snapshot(id, opts, o.fn)
+// SnapshotState and the notifications are the function's (its hooks, its
+// operator state); the task delivers the keyed state's (runtime.KeyedState).
+func (o *keyedProcessOp[K, T, U]) SnapshotState(id int64, _ *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
+	return o.ctx.env.ops.snapshot(id, o.fn)
 }
 func (o *keyedProcessOp[K, T, U]) NotifyCheckpointComplete(id int64) error {
-	o.ctx.keyed.notifyComplete(id)
 	return userHooks{o.fn}.NotifyCheckpointComplete(id)
 }
 func (o *keyedProcessOp[K, T, U]) NotifyCheckpointAborted(id int64) error {
-	o.ctx.keyed.notifyAborted(id)
 	return userHooks{o.fn}.NotifyCheckpointAborted(id)
 }
 func (o *keyedProcessOp[K, T, U]) Finish() error { return nil }

@@ -644,7 +644,7 @@ func (n *sourceNode[T]) buildHead(bc *buildCtx, s int) {
 	d := &sourceDriver[T]{src: n.src, env: env, splits: mine, strategy: n.strategy}
 	d.emit.setOutput(n.out.output(bc, s), env)
 	bc.task(&n.nodeBase, s).Source = d
-	bc.addOperator(&n.nodeBase, s, sourceOp[T]{d: d})
+	bc.addOperator(&n.nodeBase, s, sourceOp[T]{d: d}, env)
 }
 
 // sourceOp is a source's place in its chain: it passes the notice of a

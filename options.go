@@ -151,6 +151,28 @@ type CheckpointOptions struct {
 	store storage.Store
 	// faults injects task failures at protocol points (tests).
 	faults *iruntime.FaultHooks
+	// test holds per-job test hooks (export_test.go); nil in production.
+	test *testHooks
+}
+
+// testHooks are per-job settings and observers of tests, set through
+// export_test.go, so that tests running in parallel do not see each
+// other's jobs. Every field may be left zero.
+type testHooks struct {
+	// noCompactions stops the pebble backends from compacting (uploads
+	// are then exactly the files flushed since the last checkpoint).
+	noCompactions bool
+	// onKeyedOpen is told of every keyed operator instance opened, with a
+	// view of its checkpoint lifecycle (incremental and changelog
+	// checkpoints not yet known complete or aborted). It runs on the task
+	// goroutine; the view may be called from any goroutine.
+	onKeyedOpen func(uid string, subtask int, pending func() int)
+	// onRestore is told how every incremental restore got its files; it
+	// runs on task goroutines.
+	onRestore func(job, uid string, subtask int, st restoreStats)
+	// onMaterialized is told of every background changelog
+	// materialization uploaded; it runs on the materialization's goroutine.
+	onMaterialized func(uid string, subtask int)
 }
 
 // periodic reports whether automatic checkpoints (by interval or record

@@ -210,8 +210,11 @@ func (o *windowOp[K, T, W, R, OUT]) Close() error {
 	err := openClose[*KeyedContext[K]]{o.fn, o.ctx}.close()
 	return errors.Join(err, o.ctx.keyed.close())
 }
-func (o *windowOp[K, T, W, R, OUT]) SnapshotState(id int64, opts *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
-	return o.ctx.keyed.snapshot(id, opts, o.fn)
+
+// SnapshotState and the notifications are the function's (its hooks, its
+// operator state); the task delivers the keyed state's (runtime.KeyedState).
+func (o *windowOp[K, T, W, R, OUT]) SnapshotState(id int64, _ *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
+	return o.ctx.env.ops.snapshot(id, o.fn)
 }
 func (o *windowOp[K, T, W, R, OUT]) NotifyCheckpointComplete(id int64) error {
 	return userHooks{o.fn}.NotifyCheckpointComplete(id)

@@ -251,9 +251,12 @@ func (o *slicedOp[K, T, P, R]) Open() error {
 
 func (o *slicedOp[K, T, P, R]) Finish() error { return nil }
 func (o *slicedOp[K, T, P, R]) Close() error  { return errors.Join(o.ctx.keyed.close()) }
-func (o *slicedOp[K, T, P, R]) SnapshotState(id int64, opts *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
+
+// SnapshotState writes the hot panes to the keyed state, whose snapshot
+// the task takes next (runtime.KeyedState).
+func (o *slicedOp[K, T, P, R]) SnapshotState(id int64, _ *runtime.BarrierOptions) (runtime.OperatorSnapshot, error) {
 	o.flushAll()
-	return o.ctx.keyed.snapshot(id, opts, nil)
+	return o.env.ops.snapshot(id, nil)
 }
 
 // flush writes the current key's hot pane h to state; h keeps no partial
@@ -276,8 +279,6 @@ func (o *slicedOp[K, T, P, R]) flushAll() {
 		}
 	}
 }
-func (o *slicedOp[K, T, P, R]) NotifyCheckpointComplete(int64) error { return nil }
-func (o *slicedOp[K, T, P, R]) NotifyCheckpointAborted(int64) error  { return nil }
 
 // ProcessWatermark implements runtime.WatermarkHandler.
 func (o *slicedOp[K, T, P, R]) ProcessWatermark(wm int64) error {

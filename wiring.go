@@ -211,7 +211,7 @@ func (n *oneInputNode[IN, OUT]) chainedInput(bc *buildCtx, s int) runtime.Output
 		}
 		op := n.make(env, out)
 		n.inst[s] = op
-		bc.addOperator(&n.nodeBase, s, op)
+		bc.addOperator(&n.nodeBase, s, op, env)
 	}
 	return n.inst[s]
 }
@@ -238,7 +238,7 @@ func (n *twoInputNode[A, B, OUT]) buildHead(bc *buildCtx, s int) {
 		env := bc.opEnv(&n.nodeBase, s)
 		op := n.make(env, n.out.output(bc, s))
 		n.inst[s] = op
-		bc.addOperator(&n.nodeBase, s, op)
+		bc.addOperator(&n.nodeBase, s, op, env)
 	}
 }
 

@@ -479,8 +479,8 @@ func runCheckpoint(ctx context.Context, cx *clientCtx, args []string) error {
 		fmt.Fprintf(cx.stdout, "Checkpoint %d of job %s completed.\n", id, job)
 		return nil
 	}
-	fmt.Fprintf(cx.stdout, "Checkpoint %d of job %s completed in %s, %s%s\n", id, job,
-		formatMillis(st.EndToEndDuration), formatBytes(st.CheckpointedSize), pathSuffix(st.ExternalPath))
+	fmt.Fprintf(cx.stdout, "Checkpoint %d of job %s completed in %s, %s uploaded of %s of state%s\n", id, job,
+		formatMillis(st.EndToEndDuration), formatBytes(st.CheckpointedSize), formatBytes(st.StateSize), pathSuffix(st.ExternalPath))
 	return nil
 }
 
@@ -597,7 +597,10 @@ func runCheckpoints(ctx context.Context, cx *clientCtx, args []string) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTYPE\tSTATUS\tTRIGGERED\tDURATION\tSIZE\tACKS\tPATH OR FAILURE")
+	// CHECKPOINTED is what the checkpoint uploaded, FULL SIZE the state it
+	// refers to (Flink's "Checkpointed Data Size" and "Full Checkpoint
+	// Data Size"): less than it for incremental checkpoints.
+	fmt.Fprintln(tw, "ID\tTYPE\tSTATUS\tTRIGGERED\tDURATION\tCHECKPOINTED\tFULL SIZE\tACKS\tPATH OR FAILURE")
 	for _, h := range s.History {
 		kind := "checkpoint"
 		if h.IsSavepoint {
@@ -613,8 +616,8 @@ func runCheckpoints(ctx context.Context, cx *clientCtx, args []string) error {
 				detail += " (discarded)"
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", h.ID, kind, h.Status, formatTime(h.TriggerTimestamp),
-			formatMillis(h.EndToEndDuration), formatBytes(h.CheckpointedSize), h.NumAcknowledgedSubtasks, h.NumSubtasks, detail)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", h.ID, kind, h.Status, formatTime(h.TriggerTimestamp),
+			formatMillis(h.EndToEndDuration), formatBytes(h.CheckpointedSize), formatBytes(h.StateSize), h.NumAcknowledgedSubtasks, h.NumSubtasks, detail)
 	}
 	return tw.Flush()
 }

@@ -32,7 +32,7 @@ func clientFixture(t *testing.T, opts rest.Options) (jm *resttest.JobManager, wc
 	wc = resttest.NewJob("wordcount", "WordCount")
 	t0 := time.Now().Add(-time.Hour)
 	wc.AddCheckpoint(jobmaster.CheckpointStats{ID: 1, Status: jobmaster.Completed, TriggerTime: t0, EndTime: t0.Add(1500 * time.Millisecond),
-		Duration: 1500 * time.Millisecond, StateSize: 3 << 20, CheckpointedSize: 3 << 20, NumTasks: 4, Path: "file:///ckpt/wordcount/chk-1"})
+		Duration: 1500 * time.Millisecond, StateSize: 3 << 20, CheckpointedSize: 1 << 20, NumTasks: 4, Path: "file:///ckpt/wordcount/chk-1"})
 	wc.AddCheckpoint(jobmaster.CheckpointStats{ID: 2, Status: jobmaster.Failed, TriggerTime: t0.Add(time.Minute), EndTime: t0.Add(2 * time.Minute),
 		Duration: time.Minute, NumTasks: 4, FailureReason: "checkpoint expired before completing\nsecond line"})
 	etl := resttest.NewJob("etl", "ETL")
@@ -146,9 +146,9 @@ func TestClientCommands(t *testing.T) {
 		{"checkpoints", []string{"checkpoints", "wordcount"}, []string{
 			`^Checkpoints of job wordcount: 2 triggered, 1 completed, 1 failed, 0 in progress, 0 restored$`,
 			`^$`,
-			`^ID +TYPE +STATUS +TRIGGERED +DURATION +SIZE +ACKS +PATH OR FAILURE$`,
-			`^2 +checkpoint +FAILED +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +1m0s +0 B +0/4 +checkpoint expired before completing \(…\)$`,
-			`^1 +checkpoint +COMPLETED +\d{4}-.* +1\.5s +3\.0 MiB +0/4 +file:///ckpt/wordcount/chk-1$`,
+			`^ID +TYPE +STATUS +TRIGGERED +DURATION +CHECKPOINTED +FULL SIZE +ACKS +PATH OR FAILURE$`,
+			`^2 +checkpoint +FAILED +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +1m0s +0 B +0 B +0/4 +checkpoint expired before completing \(…\)$`,
+			`^1 +checkpoint +COMPLETED +\d{4}-.* +1\.5s +1\.0 MiB +3\.0 MiB +0/4 +file:///ckpt/wordcount/chk-1$`,
 		}},
 		{"checkpoints of a restored job", []string{"checkpoints", "etl"}, []string{
 			`^Checkpoints of job etl: 0 triggered, 0 completed, 0 failed, 0 in progress, 1 restored$`,
@@ -156,7 +156,7 @@ func TestClientCommands(t *testing.T) {
 			`^No checkpoints yet\.$`,
 		}},
 		{"checkpoint", []string{"checkpoint", "wordcount"}, []string{
-			`^Checkpoint 3 of job wordcount completed in \d+(\.\d+)?[µnm]?s, 6\.0 KiB: file:///tmp/ckpt/wordcount/chk-3$`,
+			`^Checkpoint 3 of job wordcount completed in \d+(\.\d+)?[µnm]?s, 1\.5 KiB uploaded of 6\.0 KiB of state: file:///tmp/ckpt/wordcount/chk-3$`,
 		}},
 		{"savepoint", []string{"savepoint", "wordcount", "--dir", "s3://bucket/sp"}, []string{
 			`^Savepoint 4 \(\d+(\.\d+)?[µnm]?s, 6\.0 KiB\) of job wordcount completed: s3://bucket/sp/savepoint-[0-9a-f]{6}$`,
@@ -166,7 +166,7 @@ func TestClientCommands(t *testing.T) {
 		}},
 		{"checkpoints after both", []string{"checkpoints", "wordcount"}, []string{
 			`^Checkpoints of job wordcount: 5 triggered, 4 completed, 1 failed`, `^$`, `^ID`,
-			`^5 +savepoint +COMPLETED .* 6\.0 KiB +4/4 +file:///tmp/savepoints/savepoint-`,
+			`^5 +savepoint +COMPLETED .* 6\.0 KiB +6\.0 KiB +4/4 +file:///tmp/savepoints/savepoint-`,
 			`^4 +savepoint +COMPLETED `,
 			`^3 +checkpoint +COMPLETED .* file:///tmp/ckpt/wordcount/chk-3$`,
 			`^2 +checkpoint +FAILED `,

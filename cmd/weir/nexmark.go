@@ -355,9 +355,10 @@ func printNexmarkResult(w io.Writer, r queries.Result, f nexmarkRunFlags) {
 	fmt.Fprintf(w, "  events/s per CPU core  %.0f\n", r.EventsPerCore())
 	p50, pmax := r.CheckpointDurations()
 	last, smax := r.CheckpointSizes()
-	fmt.Fprintf(w, "  checkpoints  %d completed, %d failed, %d restarts; duration p50 %v, max %v; size last %s, max %s\n",
+	umean, umax := r.CheckpointedSizes()
+	fmt.Fprintf(w, "  checkpoints  %d completed, %d failed, %d restarts; duration p50 %v, max %v; state size last %s, max %s; checkpointed size mean %s, max %s\n",
 		r.Checkpoints.Completed, r.Checkpoints.Failed, r.Checkpoints.Restarts,
-		p50.Round(time.Microsecond), pmax.Round(time.Microsecond), byteSize(last), byteSize(smax))
+		p50.Round(time.Microsecond), pmax.Round(time.Microsecond), byteSize(last), byteSize(smax), byteSize(umean), byteSize(umax))
 }
 
 func byteSize(n int64) string {

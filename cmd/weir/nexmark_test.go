@@ -7,6 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/nexmark/queries"
 )
 
 func TestNexmarkGen(t *testing.T) {
@@ -69,5 +73,24 @@ func TestNexmarkGenBadInput(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, tt.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
 			t.Errorf("%v: exit %d, stderr %q; want a one-line error containing %q", tt.args, code, stderr, tt.want)
 		}
+	}
+}
+
+// TestNexmarkSummaryCheckpointSizes checks that the run summary shows both
+// sizes of the checkpoints: the full state they refer to and what they
+// uploaded (less for incremental checkpoints).
+func TestNexmarkSummaryCheckpointSizes(t *testing.T) {
+	r := queries.Result{Query: "q5", Events: 1000, Rows: 10, Wall: time.Second, CPU: time.Second,
+		Checkpoints: weir.CheckpointSummary{Completed: 3},
+		Completed: []weir.CheckpointStats{
+			{ID: 1, StateSize: 4 << 20, CheckpointedSize: 4 << 20},
+			{ID: 2, StateSize: 5 << 20, CheckpointedSize: 1 << 20},
+			{ID: 3, StateSize: 6 << 20, CheckpointedSize: 1 << 20},
+		}}
+	var out strings.Builder
+	printNexmarkResult(&out, r, nexmarkRunFlags{parallelism: 1, backend: "pebble", incremental: true})
+	want := "state size last 6.0 MiB, max 6.0 MiB; checkpointed size mean 2.0 MiB, max 4.0 MiB"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("summary:\n%s\nwant it to contain %q", out.String(), want)
 	}
 }

@@ -74,6 +74,31 @@ type SubtaskState struct {
 	Broadcast []BroadcastState `json:"broadcast,omitempty"`
 }
 
+// Sizes returns the bytes of the full state s refers to (the files of its
+// keyed handles, shared or not, and its inline state) and of its inline
+// state alone (inline keyed handles, operator list and broadcast state,
+// which travel in the metadata).
+func (s SubtaskState) Sizes() (full, inline int64) {
+	for _, h := range s.Keyed {
+		if h.Inline != nil {
+			inline += int64(len(h.Inline))
+			continue
+		}
+		full += h.Size
+	}
+	for _, l := range s.Lists {
+		for _, e := range l.Entries {
+			inline += int64(len(e))
+		}
+	}
+	for _, b := range s.Broadcast {
+		for _, e := range b.Entries {
+			inline += int64(len(e.Key) + len(e.Value))
+		}
+	}
+	return full + inline, inline
+}
+
 // SplitState mirrors connector.SplitState (this package imports nothing of
 // the runtime's).
 type SplitState struct {

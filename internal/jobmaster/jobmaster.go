@@ -606,10 +606,10 @@ func (jm *JobMaster) onAck(now int64, ack *runtime.TaskAck) {
 	jm.sharedAck(ack)
 	jm.stats.acked(ack.ID, SubtaskStats{
 		Task: ack.Task, AckTime: jm.opts.Now(), Sync: ack.Sync, Async: ack.Async,
-		Alignment: ack.Alignment, StartDelay: ack.StartDelay, StateSize: ack.StateSize,
+		Alignment: ack.Alignment, StartDelay: ack.StartDelay, StateSize: ack.StateSize, CheckpointedSize: ack.CheckpointedSize,
 	})
 	jm.coord.Ack(now, ack.ID, task, checkpoint.TaskSnapshot{
-		StateSize: ack.StateSize, CheckpointedSize: ack.StateSize,
+		StateSize: ack.StateSize, CheckpointedSize: ack.CheckpointedSize,
 		SyncMs: ack.Sync.Milliseconds(), AsyncMs: ack.Async.Milliseconds(),
 		AlignmentMs: ack.Alignment.Milliseconds(), StartDelayMs: ack.StartDelay.Milliseconds(),
 		Handle: handle,

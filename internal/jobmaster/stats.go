@@ -23,8 +23,12 @@ type SubtaskStats struct {
 	Async      time.Duration
 	Alignment  time.Duration
 	StartDelay time.Duration
-	StateSize  int64
-	Unaligned  bool
+	// StateSize is the full state the task's snapshot refers to (shared
+	// files included); CheckpointedSize what it uploaded for this
+	// checkpoint (less than StateSize when incremental).
+	StateSize        int64
+	CheckpointedSize int64
+	Unaligned        bool
 }
 
 // CheckpointStats describes one checkpoint or savepoint.
@@ -36,7 +40,12 @@ type CheckpointStats struct {
 	// EndTime is when it completed or failed.
 	EndTime time.Time
 	// Duration is end to end, from trigger to completion.
-	Duration         time.Duration
+	Duration time.Duration
+	// StateSize is the full state the checkpoint refers to, shared files
+	// uploaded by earlier checkpoints included (Flink's "Full Checkpoint
+	// Data Size"); CheckpointedSize the bytes this checkpoint uploaded
+	// (Flink's "Checkpointed Data Size"). They differ for incremental and
+	// changelog checkpoints.
 	StateSize        int64
 	CheckpointedSize int64
 	FailureReason    string
@@ -96,7 +105,7 @@ func (b *statsBook) acked(id int64, sub SubtaskStats) {
 	if s := b.byID[id]; s != nil && s.Status == InProgress {
 		s.Subtasks = append(s.Subtasks, sub)
 		s.StateSize += sub.StateSize
-		s.CheckpointedSize += sub.StateSize
+		s.CheckpointedSize += sub.CheckpointedSize
 	}
 }
 

@@ -197,7 +197,7 @@ func taskCheckpointStatistics(c jobmaster.CheckpointStats, v *vertexCheckpoint) 
 	var last time.Time
 	for _, a := range v.acks {
 		t.StateSize += a.StateSize
-		t.CheckpointedSize += a.StateSize
+		t.CheckpointedSize += a.CheckpointedSize
 		if a.AckTime.After(last) {
 			last = a.AckTime
 		}
@@ -276,7 +276,7 @@ func (s *Server) getCheckpointSubtasks(w http.ResponseWriter, r *http.Request) {
 				AckTimestamp:        ms(a.AckTime),
 				EndToEndDuration:    max(0, a.AckTime.Sub(c.TriggerTime).Milliseconds()),
 				StateSize:           a.StateSize,
-				CheckpointedSize:    a.StateSize,
+				CheckpointedSize:    a.CheckpointedSize,
 				Checkpoint:          SubtaskCheckpointTimes{Sync: a.Sync.Milliseconds(), Async: a.Async.Milliseconds()},
 				Alignment:           SubtaskAlignment{Duration: a.Alignment.Milliseconds()},
 				StartDelay:          a.StartDelay.Milliseconds(),
@@ -286,7 +286,7 @@ func (s *Server) getCheckpointSubtasks(w http.ResponseWriter, r *http.Request) {
 	}
 	sub := func(f func(a jobmaster.SubtaskStats) int64) StatsSummary { return summarize(acked, f) }
 	out.Summary = TaskCheckpointSummary{
-		CheckpointedSize: sub(func(a jobmaster.SubtaskStats) int64 { return a.StateSize }),
+		CheckpointedSize: sub(func(a jobmaster.SubtaskStats) int64 { return a.CheckpointedSize }),
 		StateSize:        sub(func(a jobmaster.SubtaskStats) int64 { return a.StateSize }),
 		EndToEndDuration: sub(func(a jobmaster.SubtaskStats) int64 { return max(0, a.AckTime.Sub(c.TriggerTime).Milliseconds()) }),
 		CheckpointDuration: CheckpointDurationSummary{

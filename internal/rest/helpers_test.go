@@ -42,11 +42,11 @@ func fixture() (*resttest.JobManager, *resttest.Job, *resttest.Job) {
 	wc.SetStart(t0)
 	sub := func(task string, ack time.Duration, size int64, align time.Duration) jobmaster.SubtaskStats {
 		return jobmaster.SubtaskStats{Task: task, AckTime: at(ack), Sync: 5 * time.Millisecond, Async: 20 * time.Millisecond,
-			Alignment: align, StartDelay: time.Millisecond, StateSize: size}
+			Alignment: align, StartDelay: time.Millisecond, StateSize: size, CheckpointedSize: size / 4} // incremental
 	}
 	wc.AddCheckpoint(jobmaster.CheckpointStats{ID: 1, Status: jobmaster.Completed,
 		TriggerTime: at(10 * time.Second), EndTime: at(10500 * time.Millisecond), Duration: 500 * time.Millisecond,
-		StateSize: 3072, CheckpointedSize: 3072, NumTasks: 4, Path: "file:///ckpt/wordcount/chk-1",
+		StateSize: 3072, CheckpointedSize: 768, NumTasks: 4, Path: "file:///ckpt/wordcount/chk-1",
 		Subtasks: []jobmaster.SubtaskStats{
 			sub("1-0", 10200*time.Millisecond, 1000, 0),
 			sub("1-1", 10100*time.Millisecond, 1000, 0),
@@ -55,7 +55,7 @@ func fixture() (*resttest.JobManager, *resttest.Job, *resttest.Job) {
 		}})
 	wc.AddCheckpoint(jobmaster.CheckpointStats{ID: 2, Status: jobmaster.Failed,
 		TriggerTime: at(20 * time.Second), EndTime: at(80 * time.Second), Duration: time.Minute,
-		StateSize: 1000, CheckpointedSize: 1000, NumTasks: 4, Path: "file:///ckpt/wordcount/chk-2",
+		StateSize: 1000, CheckpointedSize: 250, NumTasks: 4, Path: "file:///ckpt/wordcount/chk-2",
 		FailureReason: "checkpoint expired before completing",
 		Subtasks:      []jobmaster.SubtaskStats{sub("1-0", 20100*time.Millisecond, 1000, 0)}})
 	wc.AddCheckpoint(jobmaster.CheckpointStats{ID: 3, Savepoint: true, Status: jobmaster.Completed,

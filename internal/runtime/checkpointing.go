@@ -51,6 +51,52 @@ type CheckpointListener interface {
 	NotifyCheckpointAborted(id int64) error
 }
 
+// KeyedState is the keyed state of one operator instance as the task sees
+// it (Chained.Keyed). Every method runs on the task goroutine.
+type KeyedState interface {
+	// SnapshotKeyed takes the keyed state's part of snapshot id; it runs
+	// after the operator's SnapshotState (which may write to the state).
+	SnapshotKeyed(id int64, opts *BarrierOptions) (OperatorSnapshot, error)
+	// NotifyKeyedComplete and NotifyKeyedAborted tell the keyed state that
+	// checkpoint id completed (its files may be the base of the next
+	// ones) or was aborted; they run before the operator's listener.
+	NotifyKeyedComplete(id int64) error
+	NotifyKeyedAborted(id int64) error
+}
+
+// mergeSnapshots joins an operator's own snapshot a and its keyed state's
+// b into one share of the task's snapshot: b's handles follow a's, and
+// b's asynchronous part runs after a's.
+func mergeSnapshots(a, b OperatorSnapshot) OperatorSnapshot {
+	out := a
+	out.Stateless = a.Stateless && b.Stateless
+	out.State.Keyed = append(out.State.Keyed, b.State.Keyed...)
+	out.State.Lists = append(out.State.Lists, b.State.Lists...)
+	out.State.Broadcast = append(out.State.Broadcast, b.State.Broadcast...)
+	out.State.Splits = append(out.State.Splits, b.State.Splits...)
+	out.State.Committables = append(out.State.Committables, b.State.Committables...)
+	switch {
+	case a.Async == nil:
+		out.Async = b.Async
+	case b.Async != nil:
+		out.Async = func(ctx context.Context, st *checkpoint.SubtaskState) (int64, error) {
+			n, err := a.Async(ctx, st)
+			if err != nil {
+				return n, err
+			}
+			m, err := b.Async(ctx, st)
+			return n + m, err
+		}
+	}
+	switch {
+	case a.Release == nil:
+		out.Release = b.Release
+	case b.Release != nil:
+		out.Release = func() { a.Release(); b.Release() }
+	}
+	return out
+}
+
 // OperatorStateResult is the state of one operator instance in an ack.
 type OperatorStateResult struct {
 	UID         string
@@ -70,8 +116,16 @@ type TaskAck struct {
 	Async      time.Duration
 	Alignment  time.Duration
 	StartDelay time.Duration
-	StateSize  int64
-	Err        error
+	// StateSize is the size of the full state the task's snapshot refers
+	// to: every file its handles list (shared files an earlier checkpoint
+	// uploaded included) and the state inline in the metadata (Flink's
+	// "Full Checkpoint Data Size").
+	StateSize int64
+	// CheckpointedSize is what this checkpoint added: the bytes the
+	// asynchronous parts uploaded and the inline state (Flink's
+	// "Checkpointed Data Size"). It equals StateSize for full snapshots.
+	CheckpointedSize int64
+	Err              error
 }
 
 // Responder is the job master as a task sees it. Its methods must not block
@@ -137,6 +191,12 @@ func (t *Task) TriggerCheckpoint(id, timestamp int64, opts *BarrierOptions) Mail
 func (t *Task) NotifyComplete(id int64) Mail {
 	return func() error {
 		for i, c := range t.cfg.Chain {
+			if c.Keyed != nil {
+				t.cfg.Cursor.Current = i
+				if err := c.Keyed.NotifyKeyedComplete(id); err != nil {
+					return t.opError(i, fmt.Errorf("checkpoint %d complete: keyed state: %w", id, err))
+				}
+			}
 			if l, ok := c.Op.(CheckpointListener); ok {
 				t.cfg.Cursor.Current = i
 				if err := l.NotifyCheckpointComplete(id); err != nil {
@@ -152,6 +212,12 @@ func (t *Task) NotifyComplete(id int64) Mail {
 func (t *Task) NotifyAborted(id int64) Mail {
 	return func() error {
 		for i, c := range t.cfg.Chain {
+			if c.Keyed != nil {
+				t.cfg.Cursor.Current = i
+				if err := c.Keyed.NotifyKeyedAborted(id); err != nil {
+					return t.opError(i, fmt.Errorf("checkpoint %d aborted: keyed state: %w", id, err))
+				}
+			}
 			if l, ok := c.Op.(CheckpointListener); ok {
 				t.cfg.Cursor.Current = i
 				if err := l.NotifyCheckpointAborted(id); err != nil {
@@ -220,13 +286,26 @@ func (t *Task) performCheckpoint(b Event, firstBarrierAt int64, alignmentMs int6
 	}
 	for i, c := range t.cfg.Chain {
 		s, ok := c.Op.(Snapshotter)
-		if !ok {
+		if !ok && c.Keyed == nil {
 			continue
 		}
 		t.cfg.Cursor.Current = i
-		snap, err := s.SnapshotState(b.ID, b.Options)
-		if err != nil {
-			return decline(i, err)
+		snap := OperatorSnapshot{Stateless: true}
+		if ok {
+			var err error
+			if snap, err = s.SnapshotState(b.ID, b.Options); err != nil {
+				return decline(i, err)
+			}
+		}
+		if c.Keyed != nil {
+			ks, err := c.Keyed.SnapshotKeyed(b.ID, b.Options)
+			if err != nil {
+				if snap.Release != nil {
+					snap.Release()
+				}
+				return decline(i, err)
+			}
+			snap = mergeSnapshots(snap, ks)
 		}
 		snaps, idx = append(snaps, snap), append(idx, i)
 	}
@@ -273,7 +352,7 @@ func (t *Task) performCheckpoint(b Event, firstBarrierAt int64, alignmentMs int6
 			}
 			var n int64
 			n, err = s.Async(a.ctx, &ack.Operators[k].State)
-			ack.StateSize += n
+			ack.CheckpointedSize += n
 			if err != nil {
 				info := cc.Operators[idx[k]]
 				err = fmt.Errorf("operator %q (subtask %d/%d): asynchronous snapshot: %w", info.Name, t.cfg.Subtask+1, t.cfg.Parallelism, err)
@@ -283,6 +362,11 @@ func (t *Task) performCheckpoint(b Event, firstBarrierAt int64, alignmentMs int6
 		ack.Err = err
 		if ack.Err != nil {
 			ack.Operators = nil
+		}
+		for _, op := range ack.Operators {
+			full, inline := op.State.Sizes()
+			ack.StateSize += full
+			ack.CheckpointedSize += inline
 		}
 		var releases []func()
 		for _, s := range releasesAll {

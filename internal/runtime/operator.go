@@ -28,6 +28,14 @@ type InputEnder interface {
 type Chained struct {
 	Name string
 	Op   Operator
+	// Keyed, when set, is the operator's keyed state. The task itself
+	// delivers its checkpoint lifecycle — the snapshot after the
+	// operator's own SnapshotState, NotifyKeyedComplete and
+	// NotifyKeyedAborted before the operator's CheckpointListener — so
+	// that no keyed operator has to forward them (Flink's
+	// StreamOperatorStateHandler). Whoever builds the chain sets it for
+	// every operator that has keyed state.
+	Keyed KeyedState
 }
 
 // OperatorError is the error of a task failed by one of its operators.

@@ -76,14 +76,29 @@ func (r Result) CheckpointDurations() (p50, max time.Duration) {
 	return d[(len(d)-1)/2], d[len(d)-1]
 }
 
-// CheckpointSizes returns the state size of the last and of the largest
-// completed checkpoint, in bytes.
+// CheckpointSizes returns the full state size (shared files included) of
+// the last and of the largest completed checkpoint, in bytes.
 func (r Result) CheckpointSizes() (last, max int64) {
 	for _, c := range r.Completed {
 		last = c.StateSize
 		max = maxInt(max, c.StateSize)
 	}
 	return last, max
+}
+
+// CheckpointedSizes returns the mean and the largest checkpointed size
+// (the bytes a checkpoint uploaded: less than its state size when
+// incremental) of the completed checkpoints, in bytes.
+func (r Result) CheckpointedSizes() (mean, max int64) {
+	if len(r.Completed) == 0 {
+		return 0, 0
+	}
+	var sum int64
+	for _, c := range r.Completed {
+		sum += c.CheckpointedSize
+		max = maxInt(max, c.CheckpointedSize)
+	}
+	return sum / int64(len(r.Completed)), max
 }
 
 func maxInt(a, b int64) int64 {

@@ -689,7 +689,7 @@ function checkpointsView(jobId) {
         card("In progress", c.in_progress),
         card("Restored", c.restored, stats.latest.restored ? `from ${stats.latest.restored.id}` : ""),
         card("Latest completed", stats.latest.completed ? stats.latest.completed.id : "—",
-          stats.latest.completed ? `${fmtDuration(stats.latest.completed.end_to_end_duration)}, ${fmtBytes(stats.latest.completed.checkpointed_size)}` : ""),
+          stats.latest.completed ? `${fmtDuration(stats.latest.completed.end_to_end_duration)}, ${fmtBytes(stats.latest.completed.checkpointed_size)} of ${fmtBytes(stats.latest.completed.state_size)}` : ""),
         card("Latest failure", stats.latest.failed ? stats.latest.failed.id : "—",
           stats.latest.failed ? truncate(stats.latest.failed.failure_message || "", 40) : ""));
       const history = remember(jobId, stats.history);
@@ -952,8 +952,8 @@ function subtaskTable(g) {
   return el("div", {},
     el("h3", { text: g.name }),
     el("div", { class: "table-wrap" }, el("table", { class: "subtasks", "data-vertex-id": g.id },
-      el("thead", {}, el("tr", {}, ["Subtask", "Status", "Acknowledged", "End to end", "Start delay", "Alignment", "Sync", "Async", "State size", "Unaligned"]
-        .map((h, i) => el("th", { class: i >= 3 && i <= 8 ? "num" : null, text: h })))),
+      el("thead", {}, el("tr", {}, ["Subtask", "Status", "Acknowledged", "End to end", "Start delay", "Alignment", "Sync", "Async", "Checkpointed size", "State size", "Unaligned"]
+        .map((h, i) => el("th", { class: i >= 3 && i <= 9 ? "num" : null, text: h })))),
       el("tbody", {}, g.subtasks.map((s) => el("tr", {},
         el("td", { class: "num", text: s.index }),
         el("td", {}, s.status === "completed" ? badge("COMPLETED") : badge("PENDING")),
@@ -963,6 +963,7 @@ function subtaskTable(g) {
         el("td", { class: "num", text: s.status === "completed" ? `${s.alignment.duration} ms` : "—" }),
         el("td", { class: "num", text: s.status === "completed" ? `${s.checkpoint.sync} ms` : "—" }),
         el("td", { class: "num", text: s.status === "completed" ? `${s.checkpoint.async} ms` : "—" }),
+        el("td", { class: "num", text: s.status === "completed" ? fmtBytes(s.checkpointed_size) : "—" }),
         el("td", { class: "num", text: s.status === "completed" ? fmtBytes(s.state_size) : "—" }),
         el("td", { text: s.status === "completed" ? (s.unaligned_checkpoint ? "yes" : "no") : "—" })))))));
 }
