@@ -259,6 +259,20 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 	if err != nil {
 		return nil, err
 	}
+	if !opts.Checkpointing.RetainOnCancel && !opts.Checkpointing.DiscardOnCancel && e.committingSinks() > 0 {
+		// The sinks' committed output is visible: a cancel must not delete
+		// what the next run needs to go on after it.
+		jmOpts.RetainOnCancel = true
+	}
+	if opts.OnRestore != nil {
+		jmOpts.OnRestore = func(r *jobmaster.Restored, restart bool) {
+			if r == nil {
+				opts.OnRestore(RestoreInfo{})
+				return
+			}
+			opts.OnRestore(RestoreInfo{ID: r.Metadata.ID, Savepoint: r.Metadata.Kind == checkpoint.KindSavepoint, URL: r.URL(), Restart: restart})
+		}
+	}
 	veto := &restoreVeto{Strategy: jmOpts.Restart}
 	jmOpts.Restart = veto
 	info := newJobInfo(opts, jobName, jg)
@@ -314,6 +328,19 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 		}
 	}()
 	return c, nil
+}
+
+// committingSinks counts the sinks of the job that commit their output on
+// checkpoints (connector.Committer): output that a restore without those
+// checkpoints would repeat.
+func (e *Environment) committingSinks() int {
+	n := 0
+	for _, nd := range e.nodes {
+		if _, ok := nd.base().sink.(connector.Committer); ok {
+			n++
+		}
+	}
+	return n
 }
 
 // Wait waits until the job ends and returns its error (nil when it finished

@@ -58,6 +58,8 @@ type nodeBase struct {
 	// prepare, when set, runs once per deployment before any task starts
 	// (sinks: re-commit and clean up after a restore).
 	prepare func(bc *buildCtx) error
+	// sink is the connector.Sink of a sink node (nil for other nodes).
+	sink any
 }
 
 func (n *nodeBase) base() *nodeBase { return n }

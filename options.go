@@ -69,6 +69,25 @@ type Options struct {
 	// uid) that the job no longer has. Default: false — such state fails
 	// the start, so that state is never dropped silently.
 	AllowNonRestoredState bool
+	// OnRestore, when set, is called each time the job starts from a
+	// checkpoint or savepoint (at its start and at every restart), and once
+	// with a zero RestoreInfo when Restore is "latest" and the job has no
+	// checkpoint to start from. It runs on the job's control goroutine:
+	// it must return quickly. Default: nil.
+	OnRestore func(RestoreInfo)
+}
+
+// RestoreInfo says which checkpoint or savepoint a job started from.
+type RestoreInfo struct {
+	// ID is the checkpoint's id; 0 when there was nothing to restore.
+	ID int64
+	// Savepoint is set when it was a savepoint.
+	Savepoint bool
+	// URL is where it is: a value Options.Restore accepts ("file:///…",
+	// "s3://…", "memory://…").
+	URL string
+	// Restart is set for a restart after a failure.
+	Restart bool
 }
 
 // CheckpointMode selects the checkpointing guarantee.
@@ -116,8 +135,17 @@ type CheckpointOptions struct {
 	// SavepointDir is the default directory of savepoints. Default: none.
 	SavepointDir string
 	// RetainOnCancel keeps the retained checkpoints when the job is
-	// cancelled. Default: false (deleted, as in Flink).
+	// cancelled. Default: false: deleted, as in Flink — except when a sink
+	// of the job commits its output on checkpoints (a connector.Committer,
+	// such as the exactly-once file sink): that output is visible, and a
+	// next run needs the checkpoints to go on after it instead of
+	// repeating it, so they are kept unless DiscardOnCancel is set.
 	RetainOnCancel bool
+	// DiscardOnCancel deletes the retained checkpoints when the job is
+	// cancelled even though a sink of the job committed output on them:
+	// a next run with Restore "latest" then starts from nothing and
+	// repeats that output. Default: false. Not with RetainOnCancel.
+	DiscardOnCancel bool
 	// Incremental makes checkpoints of the pebble backend incremental: each
 	// uploads only the database files that no earlier checkpoint uploaded,
 	// under <Storage>/<JobID>/shared/, and refers to the others (Flink's
@@ -233,6 +261,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("weir: Options.Checkpointing.Retained is %d; want >= 1 (0 means 1)", c.Retained)
 	case c.EveryNRecords < 0:
 		return fmt.Errorf("weir: Options.Checkpointing.EveryNRecords is %d; want >= 0 (0 means off)", c.EveryNRecords)
+	case c.RetainOnCancel && c.DiscardOnCancel:
+		return fmt.Errorf("weir: Options.Checkpointing.RetainOnCancel and DiscardOnCancel are both set: choose one")
 	case c.Incremental && o.StateBackend != "pebble":
 		return fmt.Errorf("weir: Options.Checkpointing.Incremental needs Options.StateBackend \"pebble\", not %q: the heap backend takes full snapshots only", o.StateBackend)
 	case c.Changelog.Enabled && (!c.Incremental || o.StateBackend != "pebble"):

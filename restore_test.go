@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -228,16 +229,29 @@ func (b *spBlocker) Release() { b.once.Do(func() { close(b.release) }) }
 // TestRestoreCancelDiscardsInFlightCheckpoint cancels a job (RetainOnCancel
 // false) while checkpoint 2 is in flight: one keyed subtask wrote its state
 // file and acknowledged, the other is busy with a record ahead of the
-// barrier (and fails when the job is cancelled). Cancel must leave no chk-*
-// behind, complete or not.
+// barrier (and fails when the job is cancelled). With DiscardOnCancel,
+// cancel must leave no chk-* behind, complete or not. Without it, the
+// job's sink commits on checkpoints (collect.Transactional), so checkpoint
+// 1, whose output is committed, must stay for the next run, and nothing of
+// checkpoint 2.
 func TestRestoreCancelDiscardsInFlightCheckpoint(t *testing.T) {
 	t.Parallel()
+	for _, discard := range []bool{true, false} {
+		t.Run(fmt.Sprint("DiscardOnCancel=", discard), func(t *testing.T) {
+			t.Parallel()
+			testRestoreCancelInFlight(t, discard)
+		})
+	}
+}
+
+func testRestoreCancelInFlight(t *testing.T, discard bool) {
 	ctx := spCtx(t)
 	root := t.TempDir()
 	allow := new(atomic.Int64)
 	allow.Store(1000)
 	opts := weir.Options{Parallelism: 2, JobID: "inflight"}
 	opts.Checkpointing.Storage = "file://" + root
+	opts.Checkpointing.DiscardOnCancel = discard
 	var tap atomic.Int64
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -276,9 +290,14 @@ func TestRestoreCancelDiscardsInFlightCheckpoint(t *testing.T) {
 	if err := spWaitJob(t, c, 10*time.Second); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Wait = %v, want context.Canceled", err)
 	}
-	if dirs := spCheckpointDirs(t, jobDir); len(dirs) != 0 {
+	dirs := spCheckpointDirs(t, jobDir)
+	want := map[int64]bool{1: true}
+	if discard {
+		want = map[int64]bool{}
+	}
+	if !maps.Equal(dirs, want) {
 		files, _ := filepath.Glob(filepath.Join(jobDir, "chk-*", "*"))
-		t.Fatalf("BUG: cancel (RetainOnCancel false) left checkpoint directories %v (id: complete?) holding %v", dirs, files)
+		t.Fatalf("BUG: cancel (DiscardOnCancel %t) left checkpoint directories %v (id: complete?) holding %v, want %v", discard, dirs, files, want)
 	}
 }
 

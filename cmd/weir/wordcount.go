@@ -5,12 +5,14 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -69,7 +71,7 @@ output directory. Without --input it counts a bundled demo text.`,
 	return c
 }
 
-func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write([]byte) (int, error) }) error {
+func runWordCount(ctx context.Context, f wordCountFlags, stdout io.Writer) error {
 	if f.parallelism < 1 || f.parallelism > 128 {
 		return fmt.Errorf("--parallelism is %d: use a value from 1 to 128", f.parallelism)
 	}
@@ -124,8 +126,33 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 		// A restored run continues an earlier one: its committed output stays.
 		return err
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// SIGINT and SIGTERM stop the job: cancel it, keeping its checkpoints
+	// (the sink committed output on them, so the job's cancel keeps them),
+	// and exit 130 or 143. A second signal has its default effect: the
+	// process dies at once, which loses nothing either.
+	ctx, cancelJob := context.WithCancelCause(ctx)
+	defer cancelJob(nil)
+	stopSignal := make(chan os.Signal, 1)
+	signal.Notify(stopSignal, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(stopSignal)
+	var stoppedBy atomic.Value // os.Signal
+	summary := func() weir.CheckpointSummary { return weir.CheckpointSummary{} }
+	go func() {
+		select {
+		case sig := <-stopSignal:
+			signal.Stop(stopSignal)
+			stoppedBy.Store(sig)
+			cancelJob(fmt.Errorf("stopped by %v", sig))
+		case <-ctx.Done():
+		}
+	}()
+	stopped := func() error {
+		sig, _ := stoppedBy.Load().(os.Signal)
+		if sig == nil {
+			return nil
+		}
+		return stopError(sig, f, summary())
+	}
 
 	if f.backend != "heap" && f.backend != "pebble" {
 		return fmt.Errorf("--state-backend is %q: use heap or pebble", f.backend)
@@ -144,10 +171,14 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 			err = storage.Probe(ctx, st)
 		}
 		if err != nil {
+			if err := stopped(); err != nil {
+				return err
+			}
 			return fmt.Errorf("--checkpoint-dir: %w", err)
 		}
 	}
 	opts := weir.Options{Parallelism: f.parallelism, JobID: "wordcount", Restore: f.restore, StateBackend: f.backend}
+	opts.OnRestore = func(r weir.RestoreInfo) { printRestore(os.Stderr, r, f.ckptDir) }
 	opts.Checkpointing.Interval = f.interval
 	opts.Checkpointing.Incremental = f.incremental || f.changelog
 	opts.Checkpointing.Changelog.Enabled = f.changelog
@@ -173,8 +204,12 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 	job, err := env.ExecuteAsync(ctx, "wordcount")
 	if err != nil {
 		rs.close()
+		if err := stopped(); err != nil {
+			return err
+		}
 		return fmt.Errorf("wordcount failed: %w", err)
 	}
+	summary = func() weir.CheckpointSummary { s, _ := job.Checkpoints(); return s }
 	defer rs.serve(job)()
 	// SIGUSR1 asks for a checkpoint: an external trigger.
 	usr1 := make(chan os.Signal, 1)
@@ -195,6 +230,9 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 		}
 	}()
 	if err := job.Wait(); err != nil {
+		if err := stopped(); err != nil {
+			return err
+		}
 		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
 			// Cancelled through the REST API (weir cancel), not by a signal.
 			return fmt.Errorf("job wordcount was canceled; what its checkpoints committed is in %s", f.output)
@@ -240,4 +278,67 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// exitError ends the process with code after printing msg (if any) to
+// stderr, without the "weir:" prefix of errors.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e exitError) Error() string { return e.msg }
+
+// stopError is what a job stopped by sig says: that it stopped, what its
+// sink committed, how to resume; and the conventional exit code, 128 plus
+// the signal's number (130 for SIGINT, 143 for SIGTERM).
+func stopError(sig os.Signal, f wordCountFlags, s weir.CheckpointSummary) error {
+	code := 1
+	if n, ok := sig.(syscall.Signal); ok {
+		code = 128 + int(n)
+	}
+	name := map[os.Signal]string{os.Interrupt: "SIGINT", syscall.SIGTERM: "SIGTERM"}[sig]
+	if name == "" {
+		name = sig.String()
+	}
+	out := f.output
+	if abs, err := filepath.Abs(out); err == nil && !strings.Contains(out, "://") {
+		out = abs
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "wordcount: stopped by %s", name)
+	last := max(s.LatestCompleted, s.Restored)
+	switch {
+	case f.ckptDir == "" && f.restore == "" && f.interval == 0:
+		fmt.Fprintf(&b, ", before the end of its input: the part files in %s hold a partial result; run the same command again to count from the beginning", out)
+	case last == 0:
+		fmt.Fprintf(&b, " before its first checkpoint completed: nothing was committed to %s; run the same command again to start from the beginning", out)
+	case f.ckptDir == "":
+		fmt.Fprintf(&b, ": the output committed by checkpoint %d is in %s, but its checkpoints were in memory (no --checkpoint-dir): a next run cannot resume after it", last, out)
+	default:
+		fmt.Fprintf(&b, ": the output committed by checkpoint %d is in %s; to resume after it, run the same command with --restore latest (checkpoints in %s)", last, out, f.ckptDir)
+	}
+	return exitError{code: code, msg: b.String()}
+}
+
+// printRestore says which checkpoint or savepoint the job starts from, as
+// a path the user can pass to --restore, or that there is none.
+func printRestore(w io.Writer, r weir.RestoreInfo, ckptDir string) {
+	if r.ID == 0 {
+		fmt.Fprintf(w, "wordcount: no checkpoint under %s: starting from the beginning\n", ckptDir)
+		return
+	}
+	kind := "checkpoint"
+	if r.Savepoint {
+		kind = "savepoint"
+	}
+	where := r.URL
+	if p, ok := strings.CutPrefix(where, "file://"); ok {
+		where = p
+	}
+	verb := "restored"
+	if r.Restart {
+		verb = "restarting from"
+	}
+	fmt.Fprintf(w, "wordcount: %s %s %d: %s\n", verb, kind, r.ID, where)
 }

@@ -52,6 +52,12 @@ type Options struct {
 	// every failed attempt (not of a cancellation) and whether the job
 	// restarts after it. Default: nil.
 	OnFailure func(err error, restarting bool)
+	// OnRestore, when set, is called on Run's goroutine before each attempt
+	// that starts from a checkpoint or savepoint, with it (URL is where it
+	// is: the store's URL joined with its directory); and once with nil
+	// when Restore is "latest" and the job has no checkpoint to start from.
+	// Default: nil.
+	OnRestore func(r *Restored, restart bool)
 }
 
 // Restored describes the checkpoint a deployment starts from.
@@ -60,6 +66,10 @@ type Restored struct {
 	Store    storage.Store
 	Dir      string
 }
+
+// URL is where the checkpoint or savepoint is: the store's URL joined with
+// its directory, a value Options.Restore accepts.
+func (r *Restored) URL() string { return joinURL(r.Store.URL(), r.Dir) }
 
 // Deployment is one attempt's tasks.
 type Deployment struct {
@@ -391,6 +401,9 @@ func (jm *JobMaster) initialRestore(ctx context.Context) (*Restored, error) {
 		}
 		if errors.Is(err, storage.ErrNoCheckpoint) {
 			jm.log.Info("no checkpoint to restore; starting without state")
+			if jm.opts.OnRestore != nil {
+				jm.opts.OnRestore(nil, false)
+			}
 			return nil, nil
 		}
 		if err != nil {
@@ -451,7 +464,10 @@ func (jm *JobMaster) runAttempt(ctx context.Context, attempt int, restore *Resto
 	if restore != nil {
 		restoredID = restore.Metadata.ID
 		jm.stats.restored(restoredID, restore.Dir, jm.opts.Now(), attempt > 0)
-		jm.log.Info("restoring", "checkpoint", restoredID, "path", restore.Dir)
+		jm.log.Info("restoring", "checkpoint", restoredID, "path", restore.URL())
+		if jm.opts.OnRestore != nil {
+			jm.opts.OnRestore(restore, attempt > 0)
+		}
 	} else if attempt > 0 {
 		jm.stats.restartedWithoutState()
 	}
