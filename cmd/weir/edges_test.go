@@ -5,7 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
+
+	"github.com/weirstream/weir/internal/storage"
 )
 
 // Tests of issue 24 ("exactly-once at the edges") and of the messages of
@@ -44,5 +47,119 @@ func TestRestoreLatestSaysWhatItRestored(t *testing.T) {
 	}
 	if after := committedFiles(t, out); !maps.Equal(before, after) {
 		t.Fatalf("restoring the finished job changed its output: %v, then %v", before, after)
+	}
+}
+
+// finishedJob runs wordcount over a small input to its end with periodic
+// checkpoints into ck, plus extra flags, and returns its arguments.
+func finishedJob(t *testing.T, input, out, ck string, extra ...string) (args []string) {
+	t.Helper()
+	args = append([]string{"run", "wordcount", "--input", input, "--output", out, "--checkpoint-dir", ck,
+		"--checkpoint-interval", "50ms", "--parallelism", "2"}, extra...)
+	if _, stderr, code := runWeir(t, args...); code != 0 {
+		t.Fatalf("weir %v: exit %d: %s", args, code, stderr)
+	}
+	return args
+}
+
+// newestCheckpoint returns the directory of the newest chk-N of job
+// wordcount in ck.
+func newestCheckpoint(t *testing.T, ck string) string {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(ck, "wordcount", "chk-*"))
+	best, bestID := "", int64(0)
+	for _, d := range dirs {
+		if id, ok := storage.ParseCheckpointDir(d); ok && id > bestID {
+			best, bestID = d, id
+		}
+	}
+	if best == "" {
+		t.Fatalf("no checkpoint in %s", ck)
+	}
+	return best
+}
+
+func flipByte(t *testing.T, name string, at func(size int) int) {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[at(len(b))] ^= 0x5a
+	if err := os.WriteFile(name, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRestoreLatestRefusesDamagedCheckpoints damages the only checkpoint of
+// a finished job in each way the probe did: --restore latest must fail,
+// naming the checkpoint and what is wrong with it, and change nothing in
+// the output (starting from empty would repeat all of it); --restore none
+// then starts over.
+func TestRestoreLatestRefusesDamagedCheckpoints(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real weir processes")
+	}
+	cases := []struct {
+		name   string
+		flags  []string
+		damage func(t *testing.T, chk string)
+		why    string // in the error
+	}{
+		{"truncated metadata", nil, func(t *testing.T, chk string) {
+			md := filepath.Join(chk, "_metadata")
+			info, _ := os.Stat(md)
+			os.Truncate(md, info.Size()/2)
+		}, "_metadata"},
+		{"flipped metadata", nil, func(t *testing.T, chk string) {
+			flipByte(t, filepath.Join(chk, "_metadata"), func(n int) int { return n / 2 })
+		}, "_metadata"},
+		{"garbage metadata", nil, func(t *testing.T, chk string) {
+			os.WriteFile(filepath.Join(chk, "_metadata"), []byte("garbage\n"), 0o644)
+		}, "_metadata"},
+		{"flipped state file", nil, func(t *testing.T, chk string) {
+			files, _ := filepath.Glob(filepath.Join(chk, "*.keyed"))
+			if len(files) == 0 {
+				t.Fatalf("no state file in %s", chk)
+			}
+			flipByte(t, files[0], func(n int) int { return n / 2 })
+		}, "checksum"},
+		{"missing shared file", []string{"--state-backend", "pebble", "--incremental"}, func(t *testing.T, chk string) {
+			files, _ := filepath.Glob(filepath.Join(filepath.Dir(chk), "shared", "*", "*.sst"))
+			if len(files) == 0 {
+				files, _ = filepath.Glob(filepath.Join(filepath.Dir(chk), "shared", "*.sst"))
+			}
+			if len(files) == 0 {
+				t.Fatalf("no shared .sst file next to %s", chk)
+			}
+			os.Remove(files[0])
+		}, "missing"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			input := wordsInput(t, dir, 3000)
+			ck, out := filepath.Join(dir, "ck"), filepath.Join(dir, "out")
+			args := finishedJob(t, input, out, ck, tc.flags...)
+			before := committedFiles(t, out)
+			chk := newestCheckpoint(t, ck)
+			tc.damage(t, chk)
+
+			_, stderr, code := runWeir(t, append(args, "--restore", "latest")...)
+			if code == 0 || !strings.Contains(stderr, filepath.Base(chk)+": ") || !strings.Contains(stderr, tc.why) || !strings.Contains(stderr, "--restore none") {
+				t.Fatalf("--restore latest with a damaged %s: exit %d, stderr:\n%s\nwant a failure naming %s, %q and --restore none", chk, code, stderr, filepath.Base(chk), tc.why)
+			}
+			t.Logf("refused: %s", strings.TrimSpace(stderr))
+			if after := committedFiles(t, out); !maps.Equal(before, after) {
+				t.Fatalf("the refused restore changed the output: %v, then %v", before, after)
+			}
+			// The user's way out: start over.
+			if _, stderr, code := runWeir(t, append(args, "--restore", "none")...); code != 0 {
+				t.Fatalf("--restore none: exit %d: %s", code, stderr)
+			}
+			text, _ := os.ReadFile(input)
+			checkWordCountOutput(t, out, wordTotals(string(text)))
+		})
 	}
 }

@@ -41,6 +41,17 @@ type wordCountFlags struct {
 	changelog   bool
 	rest        restFlags
 	repeatRate  float64
+	edge        edgeFlags
+}
+
+// edgeFlags are the flags of issue 24 (exactly-once at the edges): kept
+// together so that they merge apart from the others.
+type edgeFlags struct {
+	retained int
+}
+
+func (e *edgeFlags) register(c *cobra.Command) {
+	c.Flags().IntVar(&e.retained, "retained-checkpoints", 1, "number of completed checkpoints kept (Flink's state.checkpoints.num-retained): with more than one, --restore latest falls back to an older one when the newest is damaged")
 }
 
 func newWordCountCommand() *cobra.Command {
@@ -66,8 +77,9 @@ output directory. Without --input it counts a bundled demo text.`,
 	c.Flags().BoolVar(&f.incremental, "incremental", false, "incremental checkpoints: upload only the state files that earlier checkpoints did not (needs --state-backend pebble)")
 	c.Flags().BoolVar(&f.changelog, "changelog", false, "changelog-based incremental checkpoints (Flink's state.changelog): each checkpoint uploads the log of the state's writes since the previous one, and the state is materialized in the background every 10 minutes or when the log outgrows half of it (needs --state-backend pebble; implies --incremental)")
 	f.rest.register(c)
+	f.edge.register(c)
 	c.Flags().Float64Var(&f.repeatRate, "repeat-rate", 0, "read the bundled demo text again and again, this many lines per second: a job that runs until cancelled, to try the REST API and the dashboard (0: read it once)")
-	c.Flags().StringVar(&f.restore, "restore", "", `resume from "latest" (the newest complete checkpoint in --checkpoint-dir) or from a checkpoint or savepoint path`)
+	c.Flags().StringVar(&f.restore, "restore", "", `resume from "latest" (the newest complete checkpoint in --checkpoint-dir), from a checkpoint or savepoint path, or "none" (start without state)`)
 	return c
 }
 
@@ -110,6 +122,12 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout io.Writer) error
 	}
 	if f.interval < 0 {
 		return fmt.Errorf("--checkpoint-interval is %v: use 0 (off) or a positive duration such as 1s", f.interval)
+	}
+	if f.restore == "none" {
+		f.restore = ""
+	}
+	if f.edge.retained < 1 {
+		return fmt.Errorf("--retained-checkpoints is %d: use 1 or more", f.edge.retained)
 	}
 	if f.restore == "latest" && f.ckptDir == "" {
 		return fmt.Errorf("--restore latest needs --checkpoint-dir: the directory that holds the checkpoints")
@@ -180,6 +198,7 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout io.Writer) error
 	opts := weir.Options{Parallelism: f.parallelism, JobID: "wordcount", Restore: f.restore, StateBackend: f.backend}
 	opts.OnRestore = func(r weir.RestoreInfo) { printRestore(os.Stderr, r, f.ckptDir) }
 	opts.Checkpointing.Interval = f.interval
+	opts.Checkpointing.Retained = f.edge.retained
 	opts.Checkpointing.Incremental = f.incremental || f.changelog
 	opts.Checkpointing.Changelog.Enabled = f.changelog
 	if f.ckptDir != "" {

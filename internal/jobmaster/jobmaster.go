@@ -170,6 +170,11 @@ func (jm *JobMaster) now() int64 { return jm.opts.Now().UnixMilli() }
 
 // --- handle, safe for any goroutine -----------------------------------------
 
+// ErrNoRestorableCheckpoint is wrapped by Run's error when Restore is
+// "latest" and the job has completed checkpoints, none of which can be
+// restored (all damaged).
+var ErrNoRestorableCheckpoint = errors.New("no restorable checkpoint")
+
 // ErrJobNotRunning is returned by requests made when the job is not running.
 var ErrJobNotRunning = errors.New("job is not running")
 
@@ -398,6 +403,17 @@ func (jm *JobMaster) initialRestore(ctx context.Context) (*Restored, error) {
 		dir, md, skipped, err := jm.cs.Latest(ctx)
 		for _, s := range skipped {
 			jm.log.Warn("skipping broken checkpoint", "err", s)
+		}
+		if damaged := storage.Damaged(skipped); errors.Is(err, storage.ErrNoCheckpoint) && len(damaged) > 0 {
+			// Starting without state would repeat everything the sinks
+			// committed on them: the user decides.
+			var b strings.Builder
+			for _, d := range damaged {
+				b.WriteString("; ")
+				b.WriteString(d.Error())
+			}
+			return nil, fmt.Errorf("restore latest: %d checkpoint(s) of job %q in %s completed, but none can be restored%s: %w: repair them, restore an older checkpoint or savepoint by its path, or start without state (Restore \"\"; weir run --restore none) if repeating the output they committed is acceptable",
+				len(damaged), jm.opts.JobID, jm.opts.Storage.URL(), b.String(), ErrNoRestorableCheckpoint)
 		}
 		if errors.Is(err, storage.ErrNoCheckpoint) {
 			jm.log.Info("no checkpoint to restore; starting without state")
