@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weirstream/weir/internal/storage"
 )
@@ -162,4 +163,55 @@ func TestRestoreLatestRefusesDamagedCheckpoints(t *testing.T) {
 			checkWordCountOutput(t, out, wordTotals(string(text)))
 		})
 	}
+}
+
+// TestStopThenRestoreLatestTakesTheSavepoint stops a real `weir run` with
+// `weir stop` (a savepoint, on which the sink commits): --restore latest
+// must restore that savepoint, not the older periodic checkpoint, and the
+// output must end exactly once.
+func TestStopThenRestoreLatestTakesTheSavepoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real weir processes")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	input := wordsInput(t, dir, 400_000)
+	ck, out, sp := filepath.Join(dir, "ck"), filepath.Join(dir, "out"), filepath.Join(dir, "sp")
+	args := []string{"--input", input, "--output", out, "--checkpoint-dir", ck, "--checkpoint-interval", "200ms", "--parallelism", "2"}
+	w := startWordCount(t, append(args, "--rest-address", "127.0.0.1:0")...)
+	// Stop once a periodic checkpoint completed: the savepoint is newer.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if m, _ := filepath.Glob(filepath.Join(ck, "wordcount", "chk-*", "_metadata")); len(m) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint completed; stderr:\n%s", w.stderr.String())
+		}
+	}
+	// The client may lose the REST server as the job ends (issue 26): the
+	// savepoint on disk and the process's exit are what count here.
+	stdout, stderr, err := runClient("stop", "wordcount", "--dir", sp, "--jobmanager", w.url)
+	t.Logf("weir stop: %v; stdout %q, stderr %q", err, stdout, stderr)
+	select {
+	case <-w.exited:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("weir run did not end after weir stop; stderr:\n%s", w.stderr.String())
+	}
+	if w.err != nil {
+		t.Fatalf("weir run after weir stop: %v; stderr:\n%s", w.err, w.stderr.String())
+	}
+	sps, _ := filepath.Glob(filepath.Join(sp, "savepoint-*"))
+	if len(sps) != 1 {
+		t.Fatalf("savepoints in %s: %v, want 1", sp, sps)
+	}
+	text, err := os.ReadFile(input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := runWeir(t, append([]string{"run", "wordcount"}, append(args, "--restore", "latest")...)...)
+	m := restoredLine.FindStringSubmatch(stderr)
+	if code != 0 || m == nil || m[1] != "savepoint" || m[3] != sps[0] {
+		t.Fatalf("--restore latest after weir stop: exit %d, stderr %q; want the savepoint %s restored", code, stderr, sps[0])
+	}
+	checkWordCountOutput(t, out, wordTotals(string(text)))
 }

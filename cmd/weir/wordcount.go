@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -259,8 +260,27 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout io.Writer) error
 		return fmt.Errorf("wordcount failed: %w", err)
 	}
 	abs, _ := filepath.Abs(f.output)
+	if id, ok := stoppedWithSavepoint(job); ok {
+		// weir stop: the input was not read to its end.
+		fmt.Fprintf(stdout, "wordcount: stopped with savepoint %d before the end of %s; the output committed up to it is in %s; to resume after it, run the same command with --restore latest\n", id, input, abs)
+		return nil
+	}
 	fmt.Fprintf(stdout, "wordcount: counted %s; results (word,count) in %s\n", input, abs)
 	return nil
+}
+
+// stoppedWithSavepoint reports whether a job that ended without error was
+// stopped with a savepoint (weir stop) rather than finished: its last
+// completed checkpoint is a savepoint (a finished job ends with a final
+// checkpoint).
+func stoppedWithSavepoint(job *weir.JobClient) (int64, bool) {
+	_, hist := job.Checkpoints()
+	for _, h := range slices.Backward(hist) {
+		if h.Status == "COMPLETED" {
+			return h.ID, h.Savepoint
+		}
+	}
+	return 0, false
 }
 
 // prepareOutput makes sure dir is a writable directory and, when clean is

@@ -400,7 +400,7 @@ func (jm *JobMaster) initialRestore(ctx context.Context) (*Restored, error) {
 	case "":
 		return nil, nil
 	case "latest":
-		dir, md, skipped, err := jm.cs.Latest(ctx)
+		r, skipped, err := jm.cs.LatestRestorable(ctx)
 		for _, s := range skipped {
 			jm.log.Warn("skipping broken checkpoint", "err", s)
 		}
@@ -425,7 +425,7 @@ func (jm *JobMaster) initialRestore(ctx context.Context) (*Restored, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Restored{Metadata: md, Store: jm.opts.Storage, Dir: dir}, nil
+		return &Restored{Metadata: r.Metadata, Store: r.Store, Dir: r.Dir}, nil
 	default:
 		store, dir, md, err := storage.ResolveRestore(ctx, jm.opts.Restore)
 		if err != nil {
@@ -681,6 +681,9 @@ func (jm *JobMaster) handleDecisions(ctx context.Context) {
 				}
 				jm.log.Info("checkpoint complete", "checkpoint", d.Checkpoint.ID, "kind", d.Checkpoint.Kind,
 					"duration_ms", d.Checkpoint.Duration(), "size", d.Checkpoint.StateSize())
+				if d.Checkpoint.Kind == checkpoint.KindSavepoint {
+					jm.pointToSavepoint(d.Checkpoint.ID)
+				}
 				if d.Checkpoint.StopAfter {
 					stop = true
 				}
@@ -766,6 +769,21 @@ func (jm *JobMaster) handleDecisions(ctx context.Context) {
 			jm.postAll(ctx, func(t *runtime.Task) runtime.Mail { return t.Stop() })
 			jm.coord.Stop(jm.now(), "job stopped with a savepoint")
 		}
+	}
+}
+
+// pointToSavepoint leaves a pointer to savepoint id in the job's
+// checkpoint directory, so that Restore "latest" finds it when it is newer
+// than every checkpoint (a stop with a savepoint takes no checkpoint
+// after it, and its sinks commit on it).
+func (jm *JobMaster) pointToSavepoint(id int64) {
+	opts := jm.targets[id]
+	if opts == nil {
+		return
+	}
+	url := joinURL(opts.Store.URL(), opts.Dir)
+	if err := jm.cs.WriteSavepointPointer(context.Background(), id, url); err != nil {
+		jm.log.Error("cannot record the savepoint in the checkpoint directory: a restore from \"latest\" will not find it; restore it by its path", "savepoint", id, "path", url, "err", err)
 	}
 }
 
