@@ -103,6 +103,22 @@ func prepareSink[T any](bc *buildCtx, n *nodeBase, sink connector.Sink[T]) error
 	if bc.restore == nil {
 		return nil
 	}
+	restoredID := bc.restore.Metadata.ID
+	if rb, ok := sink.(connector.RollbackCommitter); ok {
+		// What checkpoints after the restored one committed is replayed:
+		// undo it, so that the output is exactly once again.
+		undone, err := rb.RollBackAfter(bc.ctx, restoredID)
+		if err != nil {
+			return fmt.Errorf("sink %q: roll back the output committed after checkpoint %d: %w", n.name, restoredID, err)
+		}
+		if undone > 0 {
+			bc.logger.Warn("rolled back the output that checkpoints after the restored one committed",
+				"sink", n.name, "restored", restoredID, "newer_completed", bc.restore.Newer, "undone", undone)
+		}
+	} else if _, ok := sink.(connector.Committer); ok && len(bc.restore.Newer) > 0 && !bc.opts.AllowRepeatedOutput {
+		return &repeatRefusal{fmt.Errorf("sink %q cannot undo what it committed, and %d checkpoint(s) or savepoint(s) of job %q completed after checkpoint %d, the one restored (ids %v): restoring it would repeat their output; restore the newest one, or set Options.AllowRepeatedOutput (weir run --allow-repeated-output) to accept up to %d checkpoints' output twice",
+			n.name, len(bc.restore.Newer), bc.opts.JobID, restoredID, bc.restore.Newer, len(bc.restore.Newer))}
+	}
 	var all []connector.Committable
 	for _, op := range bc.restore.Metadata.Operators {
 		if op.UID != n.uid {
@@ -130,6 +146,12 @@ func prepareSink[T any](bc *buildCtx, n *nodeBase, sink connector.Sink[T]) error
 	}
 	return nil
 }
+
+// repeatRefusal is prepareSink's refusal to restore a checkpoint that would
+// repeat committed output: no restart can cure it.
+type repeatRefusal struct{ error }
+
+func (r *repeatRefusal) Unwrap() error { return r.error }
 
 // checkRestoreCoverage fails a restore whose state belongs to operators
 // the job no longer has, unless allowed.
@@ -305,6 +327,10 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 		}
 		tasks, err := bc.deploy(e)
 		if err != nil {
+			var rr *repeatRefusal
+			if errors.As(err, &rr) {
+				veto.veto()
+			}
 			return nil, err
 		}
 		info.deployed(attempt, tasks)

@@ -69,6 +69,14 @@ type Options struct {
 	// uid) that the job no longer has. Default: false — such state fails
 	// the start, so that state is never dropped silently.
 	AllowNonRestoredState bool
+	// AllowRepeatedOutput lets Restore start from a checkpoint older than
+	// others of the job that completed since, although a sink of the job
+	// commits on checkpoints and cannot undo those commits (it is not a
+	// connector.RollbackCommitter): their output is then written again.
+	// Default: false — such a restore fails, saying how many checkpoints'
+	// output would repeat. Sinks that can undo (the exactly-once file sink)
+	// roll that output back instead and need no permission.
+	AllowRepeatedOutput bool
 	// OnRestore, when set, is called each time the job starts from a
 	// checkpoint or savepoint (at its start and at every restart), and once
 	// with a zero RestoreInfo when Restore is "latest" and the job has no

@@ -445,10 +445,29 @@ func TestDamagedCheckpointFallsBackToPrevious(t *testing.T) {
 			}
 			spDamage(t, filepath.Join(jobDir, fmt.Sprint("chk-", newest)), how)
 
+			// The transactional collect sink cannot undo commits: the
+			// restore of a checkpoint older than one that completed is
+			// refused, naming how many checkpoints' output may repeat.
+			opts.Restore = "latest"
+			var tap0 atomic.Int64
+			env := weir.NewEnvironment(opts)
+			spBuild(env, spGate{n: n, allow: new(atomic.Int64)}, 1, sink, &tap0)
+			refused, err := env.ExecuteAsync(ctx, "damaged")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := spWaitJob(t, refused, 10*time.Second); err == nil || !strings.Contains(err.Error(), "cannot undo what it committed, and 1 checkpoint(s)") || !strings.Contains(err.Error(), "AllowRepeatedOutput") {
+				t.Fatalf("restore past a damaged checkpoint with a sink that cannot roll back: %v; want a refusal naming AllowRepeatedOutput", err)
+			}
+			if got := len(sink.Results()); got != 2000 || tap0.Load() != 0 {
+				t.Fatalf("the refused restore changed the output (%d records, want 2000) or ran (%d records)", got, tap0.Load())
+			}
+			// The gate was closed between the two checkpoints: nothing
+			// repeats, and the user may say so.
+			opts.AllowRepeatedOutput = true
 			var tap2 atomic.Int64
 			allow2 := new(atomic.Int64)
 			allow2.Store(n)
-			opts.Restore = "latest"
 			c, _ = spStartGated(t, ctx, opts, spGate{n: n, allow: allow2}, sink, &tap2, &spCounter{})
 			if err := spWaitJob(t, c, 10*time.Second); err != nil {
 				t.Fatalf("restore past a damaged checkpoint: %v", err)

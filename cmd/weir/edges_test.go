@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -214,4 +219,103 @@ func TestStopThenRestoreLatestTakesTheSavepoint(t *testing.T) {
 		t.Fatalf("--restore latest after weir stop: exit %d, stderr %q; want the savepoint %s restored", code, stderr, sps[0])
 	}
 	checkWordCountOutput(t, out, wordTotals(string(text)))
+}
+
+// killedWithCheckpoints starts a job with --retained-checkpoints 2 and
+// SIGKILLs it once two checkpoints are complete; it returns the job's
+// arguments and the directories of the two newest complete checkpoints,
+// older first.
+func killedWithCheckpoints(t *testing.T, input, out, ck string) (args []string, older, newer string) {
+	t.Helper()
+	args = []string{"run", "wordcount", "--input", input, "--output", out, "--checkpoint-dir", ck,
+		"--checkpoint-interval", "50ms", "--parallelism", "2", "--retained-checkpoints", "2"}
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "WEIR_TEST_MAIN=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	complete := func() []string {
+		var dirs []string
+		for _, m := range globs(filepath.Join(ck, "wordcount", "chk-*", "_metadata")) {
+			dirs = append(dirs, filepath.Dir(m))
+		}
+		slices.SortFunc(dirs, func(a, b string) int {
+			x, _ := storage.ParseCheckpointDir(a)
+			y, _ := storage.ParseCheckpointDir(b)
+			return cmp.Compare(x, y)
+		})
+		return dirs
+	}
+	for deadline := time.Now().Add(20 * time.Second); len(complete()) < 2; time.Sleep(5 * time.Millisecond) {
+		select {
+		case err := <-exited:
+			t.Fatalf("the job ended (%v) before it was killed; make the input larger. stderr:\n%s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no two complete checkpoints; stderr:\n%s", stderr.String())
+		}
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
+	dirs := complete()
+	if len(dirs) < 2 {
+		t.Fatalf("complete checkpoints after the kill: %v", dirs)
+	}
+	return args, dirs[len(dirs)-2], dirs[len(dirs)-1]
+}
+
+func globs(pattern string) []string {
+	m, _ := filepath.Glob(pattern)
+	return m
+}
+
+// TestRestoreOlderCheckpointRollsBackFileSink restores a checkpoint older
+// than one that committed output, the two ways it happens: --restore latest
+// falling back past a damaged newest checkpoint, and --restore PATH of the
+// older one. The exactly-once file sink must roll back the part files the
+// newer checkpoint committed, so that the finished output is exactly once;
+// with --keep-rolled-back they are moved to .rolled-back/.
+func TestRestoreOlderCheckpointRollsBackFileSink(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real weir processes")
+	}
+	for _, tc := range []struct {
+		name string
+		keep bool
+		// restore damages what it must and returns the --restore value.
+		restore func(t *testing.T, older, newer string) string
+	}{
+		{"fallback past a damaged newest", false, func(t *testing.T, older, newer string) string {
+			flipByte(t, filepath.Join(newer, "_metadata"), func(n int) int { return n / 2 })
+			return "latest"
+		}},
+		{"older checkpoint by path", true, func(t *testing.T, older, newer string) string { return older }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			input := wordsInput(t, dir, 300_000)
+			ck, out := filepath.Join(dir, "ck"), filepath.Join(dir, "out")
+			args, older, newer := killedWithCheckpoints(t, input, out, ck)
+			restore := tc.restore(t, older, newer)
+			if tc.keep {
+				args = append(args, "--keep-rolled-back")
+			}
+			_, stderr, code := runWeir(t, append(args, "--restore", restore)...)
+			m := restoredLine.FindStringSubmatch(stderr)
+			if code != 0 || m == nil || m[3] != older {
+				t.Fatalf("--restore %s: exit %d, stderr:\n%s\nwant %s restored", restore, code, stderr, older)
+			}
+			text, _ := os.ReadFile(input)
+			checkWordCountOutput(t, out, wordTotals(string(text)))
+			if rolled := globs(filepath.Join(out, ".rolled-back", "part-*")); tc.keep != (len(rolled) > 0) {
+				t.Errorf("--keep-rolled-back %t, but .rolled-back holds %d part files", tc.keep, len(rolled))
+			}
+		})
+	}
 }

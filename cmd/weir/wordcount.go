@@ -48,10 +48,14 @@ type wordCountFlags struct {
 // edgeFlags are the flags of issue 24 (exactly-once at the edges): kept
 // together so that they merge apart from the others.
 type edgeFlags struct {
-	retained int
+	retained       int
+	keepRolledBack bool
+	allowRepeated  bool
 }
 
 func (e *edgeFlags) register(c *cobra.Command) {
+	c.Flags().BoolVar(&e.keepRolledBack, "keep-rolled-back", false, "when a restore goes back past checkpoints that committed output (an older checkpoint, or a fallback past a damaged one), move their part files to .rolled-back/ in --output instead of removing them")
+	c.Flags().BoolVar(&e.allowRepeated, "allow-repeated-output", false, "restore a checkpoint older than others that completed since even when the --output sink cannot undo their commits (Kafka, NATS): their output is written again")
 	c.Flags().IntVar(&e.retained, "retained-checkpoints", 1, "number of completed checkpoints kept (Flink's state.checkpoints.num-retained): with more than one, --restore latest falls back to an older one when the newest is damaged")
 }
 
@@ -200,6 +204,7 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout io.Writer) error
 	opts.OnRestore = func(r weir.RestoreInfo) { printRestore(os.Stderr, r, f.ckptDir) }
 	opts.Checkpointing.Interval = f.interval
 	opts.Checkpointing.Retained = f.edge.retained
+	opts.AllowRepeatedOutput = f.edge.allowRepeated
 	opts.Checkpointing.Incremental = f.incremental || f.changelog
 	opts.Checkpointing.Changelog.Enabled = f.changelog
 	if f.ckptDir != "" {
@@ -213,7 +218,7 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout io.Writer) error
 	} else if exactlyOnce {
 		// Output becomes visible only when the checkpoint that covers it
 		// completes: exactly once, even if the process is killed.
-		counts.SinkTo("out", file.ExactlyOnce(f.output, file.ExactlyOnceOptions{})).UID("out")
+		counts.SinkTo("out", file.ExactlyOnce(f.output, file.ExactlyOnceOptions{KeepRolledBack: f.edge.keepRolledBack})).UID("out")
 	} else {
 		counts.SinkTo("out", file.PartFiles(f.output, file.Options{})).UID("out")
 	}

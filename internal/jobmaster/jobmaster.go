@@ -65,6 +65,12 @@ type Restored struct {
 	Metadata *checkpoint.Metadata
 	Store    storage.Store
 	Dir      string
+	// Newer lists the ids of the job's checkpoints and savepoints that
+	// completed after this one and are still found in its checkpoint
+	// storage (damaged ones Restore "latest" skipped, or newer ones when an
+	// older checkpoint is restored by path): what sinks committed on them
+	// is visible, and a sink that cannot roll it back would repeat it.
+	Newer []int64
 }
 
 // URL is where the checkpoint or savepoint is: the store's URL joined with
@@ -480,7 +486,8 @@ func (jm *JobMaster) runAttempt(ctx context.Context, attempt int, restore *Resto
 	if restore != nil {
 		restoredID = restore.Metadata.ID
 		jm.stats.restored(restoredID, restore.Dir, jm.opts.Now(), attempt > 0)
-		jm.log.Info("restoring", "checkpoint", restoredID, "path", restore.URL())
+		restore.Newer = jm.completedAfter(ctx, restoredID)
+		jm.log.Info("restoring", "checkpoint", restoredID, "path", restore.URL(), "newer_completed", restore.Newer)
 		if jm.opts.OnRestore != nil {
 			jm.opts.OnRestore(restore, attempt > 0)
 		}
@@ -770,6 +777,37 @@ func (jm *JobMaster) handleDecisions(ctx context.Context) {
 			jm.coord.Stop(jm.now(), "job stopped with a savepoint")
 		}
 	}
+}
+
+// completedAfter returns the ids above id of the job's checkpoints that
+// have a _metadata (complete, damaged or not) and of its savepoint
+// pointers, ascending. Errors of the store are logged: the list is then
+// what could be read.
+func (jm *JobMaster) completedAfter(ctx context.Context, id int64) []int64 {
+	var out []int64
+	ids, err := jm.cs.Checkpoints(ctx)
+	if err != nil {
+		jm.log.Warn("cannot list the checkpoints newer than the one restored", "err", err)
+	}
+	for _, c := range ids {
+		if c <= id {
+			continue
+		}
+		if _, err := jm.opts.Storage.Stat(ctx, path.Join(jm.cs.CheckpointDir(c), storage.MetadataName)); err == nil {
+			out = append(out, c)
+		}
+	}
+	ptrs, err := jm.cs.SavepointPointers(ctx)
+	if err != nil {
+		jm.log.Warn("cannot list the savepoints newer than the one restored", "err", err)
+	}
+	for _, p := range ptrs {
+		if p > id {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // pointToSavepoint leaves a pointer to savepoint id in the job's
