@@ -48,12 +48,24 @@ type wordCountFlags struct {
 // edgeFlags are the flags of issue 24 (exactly-once at the edges): kept
 // together so that they merge apart from the others.
 type edgeFlags struct {
+	logLevel       string
+	logFormat      string
+	restart        string
 	retained       int
 	keepRolledBack bool
 	allowRepeated  bool
 }
 
+// defaultRestart is weir run's restart strategy with periodic checkpoints:
+// bounded, so that a job that cannot go on (a full disk, a lost output)
+// ends, non-zero and with its cause, after about a minute of retries,
+// instead of retrying for ever as the API's default does.
+const defaultRestart = "exponential-delay:initial-backoff=1s,max-backoff=30s,multiplier=1.5,attempts=8"
+
 func (e *edgeFlags) register(c *cobra.Command) {
+	c.Flags().StringVar(&e.logLevel, "log-level", "warn", "least level of the log lines on stderr: debug, info, warn or error (restarts and failed checkpoints are warnings; each cause shows at most once a minute)")
+	c.Flags().StringVar(&e.logFormat, "log-format", "text", "format of the log lines on stderr: text or json")
+	c.Flags().StringVar(&e.restart, "restart", "", "restart strategy after a failure: none, fixed-delay[:attempts=N,delay=D], exponential-delay[:...], failure-rate[:max=N,interval=D,delay=D] (default: "+defaultRestart+" with --checkpoint-interval, else none)")
 	c.Flags().BoolVar(&e.keepRolledBack, "keep-rolled-back", false, "when a restore goes back past checkpoints that committed output (an older checkpoint, or a fallback past a damaged one), move their part files to .rolled-back/ in --output instead of removing them")
 	c.Flags().BoolVar(&e.allowRepeated, "allow-repeated-output", false, "restore a checkpoint older than others that completed since even when the --output sink cannot undo their commits (Kafka, NATS): their output is written again")
 	c.Flags().IntVar(&e.retained, "retained-checkpoints", 1, "number of completed checkpoints kept (Flink's state.checkpoints.num-retained): with more than one, --restore latest falls back to an older one when the newest is damaged")
@@ -131,6 +143,10 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout io.Writer) error
 	if f.restore == "none" {
 		f.restore = ""
 	}
+	logger, err := newLogger(os.Stderr, f.edge.logLevel, f.edge.logFormat, time.Minute)
+	if err != nil {
+		return err
+	}
 	if f.edge.retained < 1 {
 		return fmt.Errorf("--retained-checkpoints is %d: use 1 or more", f.edge.retained)
 	}
@@ -204,6 +220,10 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout io.Writer) error
 	opts.OnRestore = func(r weir.RestoreInfo) { printRestore(os.Stderr, r, f.ckptDir) }
 	opts.Checkpointing.Interval = f.interval
 	opts.Checkpointing.Retained = f.edge.retained
+	if opts.Restart = f.edge.restart; opts.Restart == "" && f.interval > 0 {
+		opts.Restart = defaultRestart
+	}
+	opts.Logger = logger
 	opts.AllowRepeatedOutput = f.edge.allowRepeated
 	opts.Checkpointing.Incremental = f.incremental || f.changelog
 	opts.Checkpointing.Changelog.Enabled = f.changelog
@@ -261,6 +281,9 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout io.Writer) error
 		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
 			// Cancelled through the REST API (weir cancel), not by a signal.
 			return fmt.Errorf("job wordcount was canceled; what its checkpoints committed is in %s", f.output)
+		}
+		if n := summary().Restarts; n > 0 {
+			return fmt.Errorf("wordcount failed after %d restart(s), when the restart strategy gave up; the last cause: %w", n, err)
 		}
 		return fmt.Errorf("wordcount failed: %w", err)
 	}
