@@ -319,3 +319,62 @@ func TestRestoreOlderCheckpointRollsBackFileSink(t *testing.T) {
 		})
 	}
 }
+
+// TestFailingJobLogsAndEnds: a job whose output directory disappears
+// under it fails its checkpoints and every restart. weir run must log the
+// failed checkpoint and the restarts with their cause on stderr, and, once
+// its restart strategy gives up, exit non-zero with the last cause instead
+// of retrying in silence for ever.
+func TestFailingJobLogsAndEnds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real weir processes")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	input := wordsInput(t, dir, 300_000)
+	ck, out := filepath.Join(dir, "ck"), filepath.Join(dir, "out")
+	cmd := exec.Command(os.Args[0], "run", "wordcount", "--input", input, "--output", out, "--checkpoint-dir", ck,
+		"--checkpoint-interval", "50ms", "--parallelism", "2", "--restart", "fixed-delay:attempts=3,delay=20ms")
+	cmd.Env = append(os.Environ(), "WEIR_TEST_MAIN=1")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	for deadline := time.Now().Add(20 * time.Second); len(globs(filepath.Join(ck, "wordcount", "chk-*", "_metadata"))) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no checkpoint completed; stderr:\n%s", stderr.String())
+		}
+	}
+	// The output directory becomes a file: nothing can be written there.
+	if err := os.Rename(out, out+".gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, []byte("in the way\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-exited:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("weir run still runs 30 s after its output went away; stderr:\n%s", stderr.String())
+	}
+	log := stderr.String()
+	t.Logf("exit %v; stderr:\n%s", err, log)
+	if err == nil && !strings.Contains(log, "counted") {
+		// It finished before the output went: nothing to see.
+		t.Skip("the job finished before its output directory was replaced")
+	}
+	if cmd.ProcessState.ExitCode() != 1 {
+		t.Fatalf("exit code %d, want 1", cmd.ProcessState.ExitCode())
+	}
+	for _, want := range []string{`level=WARN msg="job failed; restarting"`, `err=`, "wordcount failed after 3 restart(s)", out} {
+		if !strings.Contains(log, want) {
+			t.Errorf("stderr lacks %q", want)
+		}
+	}
+}
