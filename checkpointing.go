@@ -309,6 +309,23 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 			return nil, fmt.Errorf("weir: Options.Checkpointing.Storage: %w", err)
 		}
 	}
+	// One live process per job's checkpoint directory: a second one would
+	// delete the first one's pending files and checkpoints.
+	owner, err := storage.LockJob(jmOpts.Storage, opts.JobID)
+	if err != nil {
+		return nil, fmt.Errorf("weir: Options.Checkpointing.Storage: %w", err)
+	}
+	started := false
+	defer func() {
+		if !started {
+			owner.Release()
+		}
+	}()
+	if removed, err := owner.SweepIncomplete(); err != nil {
+		opts.Logger.Warn("cannot remove the incomplete checkpoints an earlier run left", "dir", owner.Dir(), "err", err)
+	} else if len(removed) > 0 {
+		opts.Logger.Info("removed the incomplete checkpoints an earlier run left", "dir", owner.Dir(), "checkpoints", removed)
+	}
 	if opts.StateBackend == "pebble" {
 		// Working files of an earlier process of this job are useless: state
 		// comes back from checkpoints. (One process per JobID and LocalStateDir.)
@@ -342,8 +359,10 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	c := &JobClient{jm: jm, cancel: cancel, done: make(chan struct{}), info: info}
+	started = true
 	go func() {
 		defer close(c.done)
+		defer owner.Release()
 		logger.Info("job started", "vertices", len(jg.Vertices))
 		c.err = jm.Run(ctx)
 		info.ended(c.err)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -377,4 +378,102 @@ func TestFailingJobLogsAndEnds(t *testing.T) {
 			t.Errorf("stderr lacks %q", want)
 		}
 	}
+}
+
+// TestSecondOwnerOfCheckpointDirIsRefused: while one `weir run` owns a
+// checkpoint directory, a second one of the same job is refused at start,
+// naming the directory and the other process, and changes nothing; once
+// the first is gone, the directory can be used again.
+func TestSecondOwnerOfCheckpointDirIsRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real weir processes")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "ck")
+	first := startWordCount(t, "--repeat-rate", "1000", "--checkpoint-interval", "100ms", "--checkpoint-dir", ck,
+		"--output", filepath.Join(dir, "out1"), "--rest-address", "127.0.0.1:0")
+	input := wordsInput(t, dir, 2000)
+	// The same output too: the refused run must not clean it.
+	out2 := filepath.Join(dir, "out1")
+	args := []string{"run", "wordcount", "--input", input, "--output", out2, "--checkpoint-dir", ck, "--checkpoint-interval", "50ms"}
+	for deadline := time.Now().Add(20 * time.Second); len(committedFiles(t, out2)) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first weir run committed nothing; stderr:\n%s", first.stderr.String())
+		}
+	}
+	before := committedFiles(t, out2)
+	_, stderr, code := runWeir(t, args...)
+	lockDir := filepath.Join(ck, "wordcount")
+	if code == 0 || !strings.Contains(stderr, lockDir+" is owned by a running process (pid ") {
+		t.Fatalf("second weir run on %s: exit %d, stderr %q; want a refusal naming the directory and the first process", ck, code, stderr)
+	}
+	// The first run goes on committing: every file it had must still be
+	// there, unchanged.
+	after := committedFiles(t, out2)
+	for name, size := range before {
+		if after[name] != size {
+			t.Fatalf("the refused run changed the first one's output: %s had %d bytes, now %d", name, size, after[name])
+		}
+	}
+	select {
+	case <-first.exited:
+		t.Fatalf("the first weir run ended: %v\n%s", first.err, first.stderr.String())
+	default:
+	}
+	// The refusal named the first process: SIGKILL it, and the OS drops
+	// the lock with it.
+	m := regexp.MustCompile(`\(pid (\d+) on `).FindStringSubmatch(stderr)
+	pid, _ := strconv.Atoi(m[1])
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the first weir run, pid %d as the refusal says: %v", pid, err)
+	}
+	select {
+	case <-first.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("pid %d, named as the owner, was not the first weir run", pid)
+	}
+	if _, stderr, code := runWeir(t, args...); code != 0 {
+		t.Fatalf("weir run after the owner died: exit %d: %s", code, stderr)
+	}
+	text, _ := os.ReadFile(input)
+	checkWordCountOutput(t, out2, wordTotals(string(text)))
+}
+
+// TestIncompleteCheckpointDirsRemovedAtStart: checkpoint directories that
+// a kill left without _metadata (one holding only a temporary metadata
+// file, one with a state file) are removed when the next run starts; the
+// complete one stays until retention replaces it.
+func TestIncompleteCheckpointDirsRemovedAtStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real weir processes")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	input := wordsInput(t, dir, 2000)
+	ck, out := filepath.Join(dir, "ck"), filepath.Join(dir, "out")
+	args := finishedJob(t, input, out, ck)
+	complete := newestCheckpoint(t, ck)
+	left := map[string]string{"chk-990": "._metadata.tmp-1234abcd", "chk-991": "count-0.keyed"}
+	for chk, file := range left {
+		if err := os.MkdirAll(filepath.Join(ck, "wordcount", chk), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ck, "wordcount", chk, file), []byte("partial"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, stderr, code := runWeir(t, append(args, "--restore", "latest")...); code != 0 || !strings.Contains(stderr, "restored checkpoint") {
+		t.Fatalf("--restore latest: exit %d: %s", code, stderr)
+	}
+	for chk := range left {
+		if _, err := os.Stat(filepath.Join(ck, "wordcount", chk)); err == nil {
+			t.Errorf("%s, incomplete, is still there", chk)
+		}
+	}
+	if got := newestCheckpoint(t, ck); got == complete {
+		t.Errorf("no new checkpoint after the restore")
+	}
+	text, _ := os.ReadFile(input)
+	checkWordCountOutput(t, out, wordTotals(string(text)))
 }

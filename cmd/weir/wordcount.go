@@ -154,6 +154,18 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout io.Writer) error
 		return fmt.Errorf("--restore latest needs --checkpoint-dir: the directory that holds the checkpoints")
 	}
 	exactlyOnce := f.interval > 0 || f.ckptDir != "" || f.restore != ""
+	// Refuse a second owner of the checkpoint directory before touching
+	// the output (a fresh start removes its part files). The job takes the
+	// lock for good when it starts; this one is held until then.
+	earlyOwner := &storage.JobLock{}
+	if f.ckptDir != "" {
+		if st, err := storage.Open(f.ckptDir); err == nil {
+			if earlyOwner, err = storage.LockJob(st, "wordcount"); err != nil {
+				return fmt.Errorf("--checkpoint-dir: %w", err)
+			}
+		}
+	}
+	defer earlyOwner.Release()
 	var sink connector.Sink[string]
 	if u, err := endpointURL(f.output, schemes(outputEndpoints)); err != nil {
 		return fmt.Errorf("--output %w", err)
@@ -246,6 +258,7 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout io.Writer) error
 	if err != nil {
 		return err
 	}
+	earlyOwner.Release()
 	job, err := env.ExecuteAsync(ctx, "wordcount")
 	if err != nil {
 		rs.close()
