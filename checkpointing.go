@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"regexp"
 	"time"
@@ -326,13 +325,19 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 	} else if len(removed) > 0 {
 		opts.Logger.Info("removed the incomplete checkpoints an earlier run left", "dir", owner.Dir(), "checkpoints", removed)
 	}
+	var local *localDir
 	if opts.StateBackend == "pebble" {
-		// Working files of an earlier process of this job are useless: state
-		// comes back from checkpoints. (One process per JobID and LocalStateDir.)
-		dir := filepath.Join(opts.LocalStateDir, unsafeName.ReplaceAllString(opts.JobID, "_"))
-		if err := os.RemoveAll(dir); err != nil {
-			return nil, fmt.Errorf("weir: clear the local state directory: %w", err)
+		// A directory of this process's own: another process of the same
+		// JobID (other checkpoint and output directories) keeps its own.
+		if local, err = newLocalDir(filepath.Join(opts.LocalStateDir, unsafeName.ReplaceAllString(opts.JobID, "_")), opts.Logger); err != nil {
+			return nil, err
 		}
+		opts.localJobDir = local.path
+		defer func() {
+			if !started {
+				local.release(opts.Logger)
+			}
+		}()
 	}
 	logger := opts.Logger.With("job", opts.JobID)
 	deploy := func(ctx context.Context, attempt int, restore *jobmaster.Restored, resp runtime.Responder) (*jobmaster.Deployment, error) {
@@ -363,10 +368,13 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 	go func() {
 		defer close(c.done)
 		defer owner.Release()
+		defer local.release(opts.Logger)
 		logger.Info("job started", "vertices", len(jg.Vertices))
 		c.err = jm.Run(ctx)
 		info.ended(c.err)
-		if c.err != nil {
+		if errors.Is(c.err, context.Canceled) {
+			logger.Info("job cancelled", "cause", c.err)
+		} else if c.err != nil {
 			logger.Error("job ended with an error", "err", c.err)
 		} else {
 			logger.Info("job finished")

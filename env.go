@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"reflect"
 	"slices"
 
@@ -307,7 +306,7 @@ func (bc *buildCtx) opEnv(n *nodeBase, s int) *opEnv {
 	env.backend, env.filterLoop = bc.opts.StateBackend, bc.opts.FilterLoop
 	env.incremental, env.localRecovery = bc.opts.Checkpointing.Incremental, bc.opts.Checkpointing.LocalRecovery
 	env.changelog = bc.opts.Checkpointing.Changelog
-	env.stateDir = filepath.Join(bc.opts.LocalStateDir, unsafeName.ReplaceAllString(bc.opts.JobID, "_"))
+	env.stateDir = bc.opts.localJobDir
 	env.restored = bc.restoreFor(n, s, par, env)
 	env.ops = newOpStates(s, bc.restore != nil, env.restored)
 	if len(n.sides) > 0 {

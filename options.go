@@ -43,8 +43,13 @@ type Options struct {
 	// Default: "adaptive".
 	FilterLoop string
 	// LocalStateDir is where the pebble backend keeps its working files,
-	// under <LocalStateDir>/<JobID>/. Default: <os.TempDir()>/weir-state.
+	// under <LocalStateDir>/<JobID>/proc-<pid>-<random>/: a directory of
+	// each process's own, removed when its job ends (and by a later
+	// process if it died). Default: <os.TempDir()>/weir-state.
 	LocalStateDir string
+	// localJobDir is this process's directory under LocalStateDir (set
+	// by ExecuteAsync).
+	localJobDir string
 	// JobID identifies the job in logs and to connectors. Default: the job
 	// name given to Execute.
 	JobID string

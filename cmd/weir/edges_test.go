@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"cmp"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -476,4 +477,70 @@ func TestIncompleteCheckpointDirsRemovedAtStart(t *testing.T) {
 	}
 	text, _ := os.ReadFile(input)
 	checkWordCountOutput(t, out, wordTotals(string(text)))
+}
+
+// TestTwoPebbleJobsOfOneIDKeepTheirLocalState runs two `weir run`
+// processes of the same job id at once, with the pebble backend, other
+// checkpoint and output directories, and the same local state directory
+// (TMPDIR), the second started once the first has opened its databases:
+// each must keep its working files to itself, so both finish with
+// exactly-once output; and none is left behind.
+func TestTwoPebbleJobsOfOneIDKeepTheirLocalState(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real weir processes")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	input := wordsInput(t, dir, 100_000)
+	text, _ := os.ReadFile(input)
+	want := wordTotals(string(text))
+	type result struct {
+		code   int
+		stderr string
+	}
+	results := make(chan result, 2)
+	for i := range 2 {
+		out, ck := filepath.Join(dir, fmt.Sprint("out", i)), filepath.Join(dir, fmt.Sprint("ck", i))
+		cmd := exec.Command(os.Args[0], "run", "wordcount", "--input", input, "--output", out, "--checkpoint-dir", ck,
+			"--checkpoint-interval", "50ms", "--state-backend", "pebble", "--parallelism", "2")
+		cmd.Env = append(os.Environ(), "WEIR_TEST_MAIN=1", "TMPDIR="+tmp)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			cmd.Wait()
+			results <- result{cmd.ProcessState.ExitCode(), stderr.String()}
+		}()
+		if i == 0 {
+			// The second starts once the first has its databases open: a
+			// start that cleared the job's local state would remove them.
+			for deadline := time.Now().Add(20 * time.Second); len(globs(filepath.Join(tmp, "weir-state", "wordcount", "*", "*", "db", "MANIFEST-*")))+len(globs(filepath.Join(tmp, "weir-state", "wordcount", "*", "db", "MANIFEST-*"))) == 0; time.Sleep(2 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the first job opened no pebble database under %s", tmp)
+				}
+			}
+		}
+	}
+	for range 2 {
+		select {
+		case r := <-results:
+			if r.code != 0 {
+				t.Fatalf("a pebble job failed beside another of the same id: exit %d: %s", r.code, r.stderr)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("two pebble jobs of one id did not finish within 60 s")
+		}
+	}
+	for i := range 2 {
+		checkWordCountOutput(t, filepath.Join(dir, fmt.Sprint("out", i)), want)
+	}
+	if left := globs(filepath.Join(tmp, "weir-state", "wordcount", "*")); len(left) != 0 {
+		t.Errorf("local state left behind: %v", left)
+	}
 }

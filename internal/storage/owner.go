@@ -67,6 +67,22 @@ func LockJob(s Store, jobID string) (*JobLock, error) {
 	return &JobLock{f: f, dir: dir}, nil
 }
 
+// TryLockFile takes an exclusive OS lock (flock) on the file name,
+// creating it, without waiting: ok is false when another open file holds
+// it (a live process; the OS drops the lock of a dead one). Closing the
+// returned file releases the lock.
+func TryLockFile(name string) (f *os.File, ok bool, err error) {
+	f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := flockExclusive(f); err != nil {
+		f.Close()
+		return nil, false, nil
+	}
+	return f, true, nil
+}
+
 // JobLock is the ownership of a job's checkpoint directory.
 type JobLock struct {
 	f   *os.File
