@@ -193,7 +193,7 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout io.Writer) error
 		case sig := <-stopSignal:
 			signal.Stop(stopSignal)
 			stoppedBy.Store(sig)
-			cancelJob(fmt.Errorf("stopped by %v", sig))
+			cancelJob(fmt.Errorf("stopped by %v: %w", sig, context.Canceled))
 		case <-ctx.Done():
 		}
 	}()
