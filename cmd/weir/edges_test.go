@@ -252,7 +252,17 @@ func killedWithCheckpoints(t *testing.T, input, out, ck string) (args []string, 
 		})
 		return dirs
 	}
-	for deadline := time.Now().Add(20 * time.Second); len(complete()) < 2; time.Sleep(5 * time.Millisecond) {
+	// Kill once the newest complete checkpoint committed its part files
+	// (most of the time: the next one may complete meanwhile).
+	newestCommitted := func() bool {
+		dirs := complete()
+		if len(dirs) < 2 {
+			return false
+		}
+		id, _ := storage.ParseCheckpointDir(dirs[len(dirs)-1])
+		return len(globs(filepath.Join(out, fmt.Sprintf("part-*-%010d", id)))) > 0
+	}
+	for deadline := time.Now().Add(20 * time.Second); !newestCommitted(); time.Sleep(2 * time.Millisecond) {
 		select {
 		case err := <-exited:
 			t.Fatalf("the job ended (%v) before it was killed; make the input larger. stderr:\n%s", err, stderr.String())
@@ -304,6 +314,21 @@ func TestRestoreOlderCheckpointRollsBackFileSink(t *testing.T) {
 			input := wordsInput(t, dir, 300_000)
 			ck, out := filepath.Join(dir, "ck"), filepath.Join(dir, "out")
 			args, older, newer := killedWithCheckpoints(t, input, out, ck)
+			olderID, _ := storage.ParseCheckpointDir(older)
+			newerID, _ := storage.ParseCheckpointDir(newer)
+			// The part files committed after the older checkpoint (if the
+			// kill came after the newer one's commit).
+			between := func(dir string) []string {
+				var names []string
+				for _, p := range globs(filepath.Join(dir, "part-*")) {
+					_, k, _ := parseCountLine(strings.ReplaceAll(filepath.Base(p), "-", ","))
+					if int64(k) > olderID && int64(k) <= newerID {
+						names = append(names, filepath.Base(p))
+					}
+				}
+				return names
+			}
+			toRollBack := between(out)
 			restore := tc.restore(t, older, newer)
 			if tc.keep {
 				args = append(args, "--keep-rolled-back")
@@ -315,9 +340,18 @@ func TestRestoreOlderCheckpointRollsBackFileSink(t *testing.T) {
 			}
 			text, _ := os.ReadFile(input)
 			checkWordCountOutput(t, out, wordTotals(string(text)))
-			if rolled := globs(filepath.Join(out, ".rolled-back", "part-*")); tc.keep != (len(rolled) > 0) {
-				t.Errorf("--keep-rolled-back %t, but .rolled-back holds %d part files", tc.keep, len(rolled))
+			if left := between(out); len(left) > 0 {
+				t.Errorf("part files of checkpoints after %d are still there: %v", olderID, left)
 			}
+			rolled := between(filepath.Join(out, ".rolled-back"))
+			want := toRollBack
+			if !tc.keep {
+				want = nil
+			}
+			if !slices.Equal(rolled, want) {
+				t.Errorf("--keep-rolled-back %t: .rolled-back holds %v, want %v", tc.keep, rolled, want)
+			}
+			t.Logf("rolled back %d part files of checkpoints %d..%d", len(toRollBack), olderID+1, newerID)
 		})
 	}
 }
