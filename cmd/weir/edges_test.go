@@ -578,3 +578,49 @@ func TestTwoPebbleJobsOfOneIDKeepTheirLocalState(t *testing.T) {
 		t.Errorf("local state left behind: %v", left)
 	}
 }
+
+// TestFullDiskEndsThenResumesExactlyOnce puts --output on a 2 MiB tmpfs
+// (root only: skipped when mount is refused) that the job fills: weir run
+// must report the full disk, end non-zero once its restarts are used up,
+// and have committed nothing twice; with the disk grown, --restore latest
+// must finish the output exactly once.
+func TestFullDiskEndsThenResumesExactlyOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real weir processes")
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", out).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a small tmpfs (needs root): %v %s", err, b)
+	}
+	t.Cleanup(func() { exec.Command("umount", out).Run() })
+	input := wordsInput(t, dir, 100_000)
+	ck := filepath.Join(dir, "ck")
+	args := []string{"run", "wordcount", "--input", input, "--output", out, "--checkpoint-dir", ck,
+		"--checkpoint-interval", "50ms", "--parallelism", "2", "--restart", "fixed-delay:attempts=2,delay=50ms"}
+	_, stderr, code := runWeir(t, args...)
+	t.Logf("on a full disk: exit %d; stderr:\n%s", code, stderr)
+	if code != 1 || !strings.Contains(stderr, "no space left on device") || !strings.Contains(stderr, "wordcount failed after 2 restart(s)") {
+		t.Fatalf("on a full disk: exit %d, want 1 and the cause (no space left on device) after 2 restarts", code)
+	}
+	text, _ := os.ReadFile(input)
+	want := wordTotals(string(text))
+	// Nothing committed twice so far (the rest is missing).
+	seen := map[string]bool{}
+	forEachCommittedLine(t, out, func(file, line string) {
+		if seen[line] {
+			t.Fatalf("%q committed twice on the full disk (in %s)", line, file)
+		}
+		seen[line] = true
+	})
+	if b, err := exec.Command("mount", "-o", "remount,size=64m", out).CombinedOutput(); err != nil {
+		t.Fatalf("grow the tmpfs: %v %s", err, b)
+	}
+	if _, stderr, code := runWeir(t, append(args, "--restore", "latest")...); code != 0 {
+		t.Fatalf("--restore latest once the disk has room: exit %d: %s", code, stderr)
+	}
+	checkWordCountOutput(t, out, want)
+}
