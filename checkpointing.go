@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"regexp"
 	"time"
@@ -104,6 +103,22 @@ func prepareSink[T any](bc *buildCtx, n *nodeBase, sink connector.Sink[T]) error
 	if bc.restore == nil {
 		return nil
 	}
+	restoredID := bc.restore.Metadata.ID
+	if rb, ok := sink.(connector.RollbackCommitter); ok {
+		// What checkpoints after the restored one committed is replayed:
+		// undo it, so that the output is exactly once again.
+		undone, err := rb.RollBackAfter(bc.ctx, restoredID)
+		if err != nil {
+			return fmt.Errorf("sink %q: roll back the output committed after checkpoint %d: %w", n.name, restoredID, err)
+		}
+		if undone > 0 {
+			bc.logger.Warn("rolled back the output that checkpoints after the restored one committed",
+				"sink", n.name, "restored", restoredID, "newer_completed", bc.restore.Newer, "undone", undone)
+		}
+	} else if _, ok := sink.(connector.Committer); ok && len(bc.restore.Newer) > 0 && !bc.opts.AllowRepeatedOutput {
+		return &repeatRefusal{fmt.Errorf("sink %q cannot undo what it committed, and %d checkpoint(s) or savepoint(s) of job %q completed after checkpoint %d, the one restored (ids %v): restoring it would repeat their output; restore the newest one, or set Options.AllowRepeatedOutput (weir run --allow-repeated-output) to accept up to %d checkpoints' output twice",
+			n.name, len(bc.restore.Newer), bc.opts.JobID, restoredID, bc.restore.Newer, len(bc.restore.Newer))}
+	}
 	var all []connector.Committable
 	for _, op := range bc.restore.Metadata.Operators {
 		if op.UID != n.uid {
@@ -131,6 +146,12 @@ func prepareSink[T any](bc *buildCtx, n *nodeBase, sink connector.Sink[T]) error
 	}
 	return nil
 }
+
+// repeatRefusal is prepareSink's refusal to restore a checkpoint that would
+// repeat committed output: no restart can cure it.
+type repeatRefusal struct{ error }
+
+func (r *repeatRefusal) Unwrap() error { return r.error }
 
 // checkRestoreCoverage fails a restore whose state belongs to operators
 // the job no longer has, unless allowed.
@@ -260,6 +281,20 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 	if err != nil {
 		return nil, err
 	}
+	if !opts.Checkpointing.RetainOnCancel && !opts.Checkpointing.DiscardOnCancel && e.committingSinks() > 0 {
+		// The sinks' committed output is visible: a cancel must not delete
+		// what the next run needs to go on after it.
+		jmOpts.RetainOnCancel = true
+	}
+	if opts.OnRestore != nil {
+		jmOpts.OnRestore = func(r *jobmaster.Restored, restart bool) {
+			if r == nil {
+				opts.OnRestore(RestoreInfo{})
+				return
+			}
+			opts.OnRestore(RestoreInfo{ID: r.Metadata.ID, Savepoint: r.Metadata.Kind == checkpoint.KindSavepoint, URL: r.URL(), Restart: restart})
+		}
+	}
 	veto := &restoreVeto{Strategy: jmOpts.Restart}
 	jmOpts.Restart = veto
 	info := newJobInfo(opts, jobName, jg)
@@ -274,13 +309,36 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 			return nil, fmt.Errorf("weir: Options.Checkpointing.Storage: %w", err)
 		}
 	}
-	if opts.StateBackend == "pebble" {
-		// Working files of an earlier process of this job are useless: state
-		// comes back from checkpoints. (One process per JobID and LocalStateDir.)
-		dir := filepath.Join(opts.LocalStateDir, unsafeName.ReplaceAllString(opts.JobID, "_"))
-		if err := os.RemoveAll(dir); err != nil {
-			return nil, fmt.Errorf("weir: clear the local state directory: %w", err)
+	// One live process per job's checkpoint directory: a second one would
+	// delete the first one's pending files and checkpoints.
+	owner, err := storage.LockJob(jmOpts.Storage, opts.JobID)
+	if err != nil {
+		return nil, fmt.Errorf("weir: Options.Checkpointing.Storage: %w", err)
+	}
+	started := false
+	defer func() {
+		if !started {
+			owner.Release()
 		}
+	}()
+	if removed, err := owner.SweepIncomplete(); err != nil {
+		opts.Logger.Warn("cannot remove the incomplete checkpoints an earlier run left", "dir", owner.Dir(), "err", err)
+	} else if len(removed) > 0 {
+		opts.Logger.Info("removed the incomplete checkpoints an earlier run left", "dir", owner.Dir(), "checkpoints", removed)
+	}
+	var local *localDir
+	if opts.StateBackend == "pebble" {
+		// A directory of this process's own: another process of the same
+		// JobID (other checkpoint and output directories) keeps its own.
+		if local, err = newLocalDir(filepath.Join(opts.LocalStateDir, unsafeName.ReplaceAllString(opts.JobID, "_")), opts.Logger); err != nil {
+			return nil, err
+		}
+		opts.localJobDir = local.path
+		defer func() {
+			if !started {
+				local.release(opts.Logger)
+			}
+		}()
 	}
 	logger := opts.Logger.With("job", opts.JobID)
 	deploy := func(ctx context.Context, attempt int, restore *jobmaster.Restored, resp runtime.Responder) (*jobmaster.Deployment, error) {
@@ -306,6 +364,10 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 			if bc.net != nil {
 				bc.net.Close()
 			}
+			var rr *repeatRefusal
+			if errors.As(err, &rr) {
+				veto.veto()
+			}
 			return nil, err
 		}
 		if bc.net != nil {
@@ -320,18 +382,36 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	c := &JobClient{jm: jm, cancel: cancel, done: make(chan struct{}), info: info}
+	started = true
 	go func() {
 		defer close(c.done)
+		defer owner.Release()
+		defer local.release(opts.Logger)
 		logger.Info("job started", "vertices", len(jg.Vertices))
 		c.err = jm.Run(ctx)
 		info.ended(c.err)
-		if c.err != nil {
+		if errors.Is(c.err, context.Canceled) {
+			logger.Info("job cancelled", "cause", c.err)
+		} else if c.err != nil {
 			logger.Error("job ended with an error", "err", c.err)
 		} else {
 			logger.Info("job finished")
 		}
 	}()
 	return c, nil
+}
+
+// committingSinks counts the sinks of the job that commit their output on
+// checkpoints (connector.Committer): output that a restore without those
+// checkpoints would repeat.
+func (e *Environment) committingSinks() int {
+	n := 0
+	for _, nd := range e.nodes {
+		if _, ok := nd.base().sink.(connector.Committer); ok {
+			n++
+		}
+	}
+	return n
 }
 
 // Wait waits until the job ends and returns its error (nil when it finished

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"reflect"
 	"slices"
 
@@ -58,6 +57,8 @@ type nodeBase struct {
 	// prepare, when set, runs once per deployment before any task starts
 	// (sinks: re-commit and clean up after a restore).
 	prepare func(bc *buildCtx) error
+	// sink is the connector.Sink of a sink node (nil for other nodes).
+	sink any
 }
 
 func (n *nodeBase) base() *nodeBase { return n }
@@ -313,7 +314,7 @@ func (bc *buildCtx) opEnv(n *nodeBase, s int) *opEnv {
 	env.incremental, env.localRecovery = bc.opts.Checkpointing.Incremental, bc.opts.Checkpointing.LocalRecovery
 	env.changelog = bc.opts.Checkpointing.Changelog
 	env.test = bc.opts.Checkpointing.test
-	env.stateDir = filepath.Join(bc.opts.LocalStateDir, unsafeName.ReplaceAllString(bc.opts.JobID, "_"))
+	env.stateDir = bc.opts.localJobDir
 	env.restored = bc.restoreFor(n, s, par, env)
 	env.ops = newOpStates(s, bc.restore != nil, env.restored)
 	if len(n.sides) > 0 {

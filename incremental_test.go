@@ -419,7 +419,12 @@ func TestIncrementalLocalRecovery(t *testing.T) {
 				t.Fatal(err)
 			}
 			if damage {
-				local := filepath.Join(stateDir, job, "local", "count-0", fmt.Sprint("chk-", id))
+				// Under this process's own directory: proc-<pid>-<random>.
+				procs, _ := filepath.Glob(filepath.Join(stateDir, job, "proc-*"))
+				if len(procs) != 1 {
+					t.Fatalf("local state directories of the job: %v, want one", procs)
+				}
+				local := filepath.Join(procs[0], "local", "count-0", fmt.Sprint("chk-", id))
 				entries, err := os.ReadDir(local)
 				if err != nil {
 					t.Fatal(err)

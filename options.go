@@ -43,8 +43,13 @@ type Options struct {
 	// Default: "adaptive".
 	FilterLoop string
 	// LocalStateDir is where the pebble backend keeps its working files,
-	// under <LocalStateDir>/<JobID>/. Default: <os.TempDir()>/weir-state.
+	// under <LocalStateDir>/<JobID>/proc-<pid>-<random>/: a directory of
+	// each process's own, removed when its job ends (and by a later
+	// process if it died). Default: <os.TempDir()>/weir-state.
 	LocalStateDir string
+	// localJobDir is this process's directory under LocalStateDir (set
+	// by ExecuteAsync).
+	localJobDir string
 	// JobID identifies the job in logs and to connectors. Default: the job
 	// name given to Execute.
 	JobID string
@@ -76,6 +81,33 @@ type Options struct {
 	// control; for tests and benchmarks of the network path). Default:
 	// the environment variable WEIR_EXCHANGE if set, else "local".
 	Exchange string
+	// AllowRepeatedOutput lets Restore start from a checkpoint older than
+	// others of the job that completed since, although a sink of the job
+	// commits on checkpoints and cannot undo those commits (it is not a
+	// connector.RollbackCommitter): their output is then written again.
+	// Default: false — such a restore fails, saying how many checkpoints'
+	// output would repeat. Sinks that can undo (the exactly-once file sink)
+	// roll that output back instead and need no permission.
+	AllowRepeatedOutput bool
+	// OnRestore, when set, is called each time the job starts from a
+	// checkpoint or savepoint (at its start and at every restart), and once
+	// with a zero RestoreInfo when Restore is "latest" and the job has no
+	// checkpoint to start from. It runs on the job's control goroutine:
+	// it must return quickly. Default: nil.
+	OnRestore func(RestoreInfo)
+}
+
+// RestoreInfo says which checkpoint or savepoint a job started from.
+type RestoreInfo struct {
+	// ID is the checkpoint's id; 0 when there was nothing to restore.
+	ID int64
+	// Savepoint is set when it was a savepoint.
+	Savepoint bool
+	// URL is where it is: a value Options.Restore accepts ("file:///…",
+	// "s3://…", "memory://…").
+	URL string
+	// Restart is set for a restart after a failure.
+	Restart bool
 }
 
 // CheckpointMode selects the checkpointing guarantee.
@@ -123,8 +155,17 @@ type CheckpointOptions struct {
 	// SavepointDir is the default directory of savepoints. Default: none.
 	SavepointDir string
 	// RetainOnCancel keeps the retained checkpoints when the job is
-	// cancelled. Default: false (deleted, as in Flink).
+	// cancelled. Default: false: deleted, as in Flink — except when a sink
+	// of the job commits its output on checkpoints (a connector.Committer,
+	// such as the exactly-once file sink): that output is visible, and a
+	// next run needs the checkpoints to go on after it instead of
+	// repeating it, so they are kept unless DiscardOnCancel is set.
 	RetainOnCancel bool
+	// DiscardOnCancel deletes the retained checkpoints when the job is
+	// cancelled even though a sink of the job committed output on them:
+	// a next run with Restore "latest" then starts from nothing and
+	// repeats that output. Default: false. Not with RetainOnCancel.
+	DiscardOnCancel bool
 	// Incremental makes checkpoints of the pebble backend incremental: each
 	// uploads only the database files that no earlier checkpoint uploaded,
 	// under <Storage>/<JobID>/shared/, and refers to the others (Flink's
@@ -270,6 +311,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("weir: Options.Checkpointing.Retained is %d; want >= 1 (0 means 1)", c.Retained)
 	case c.EveryNRecords < 0:
 		return fmt.Errorf("weir: Options.Checkpointing.EveryNRecords is %d; want >= 0 (0 means off)", c.EveryNRecords)
+	case c.RetainOnCancel && c.DiscardOnCancel:
+		return fmt.Errorf("weir: Options.Checkpointing.RetainOnCancel and DiscardOnCancel are both set: choose one")
 	case c.Incremental && o.StateBackend != "pebble":
 		return fmt.Errorf("weir: Options.Checkpointing.Incremental needs Options.StateBackend \"pebble\", not %q: the heap backend takes full snapshots only", o.StateBackend)
 	case c.Changelog.Enabled && (!c.Incremental || o.StateBackend != "pebble"):

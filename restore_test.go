@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -228,16 +229,29 @@ func (b *spBlocker) Release() { b.once.Do(func() { close(b.release) }) }
 // TestRestoreCancelDiscardsInFlightCheckpoint cancels a job (RetainOnCancel
 // false) while checkpoint 2 is in flight: one keyed subtask wrote its state
 // file and acknowledged, the other is busy with a record ahead of the
-// barrier (and fails when the job is cancelled). Cancel must leave no chk-*
-// behind, complete or not.
+// barrier (and fails when the job is cancelled). With DiscardOnCancel,
+// cancel must leave no chk-* behind, complete or not. Without it, the
+// job's sink commits on checkpoints (collect.Transactional), so checkpoint
+// 1, whose output is committed, must stay for the next run, and nothing of
+// checkpoint 2.
 func TestRestoreCancelDiscardsInFlightCheckpoint(t *testing.T) {
 	t.Parallel()
+	for _, discard := range []bool{true, false} {
+		t.Run(fmt.Sprint("DiscardOnCancel=", discard), func(t *testing.T) {
+			t.Parallel()
+			testRestoreCancelInFlight(t, discard)
+		})
+	}
+}
+
+func testRestoreCancelInFlight(t *testing.T, discard bool) {
 	ctx := spCtx(t)
 	root := t.TempDir()
 	allow := new(atomic.Int64)
 	allow.Store(1000)
 	opts := weir.Options{Parallelism: 2, JobID: "inflight"}
 	opts.Checkpointing.Storage = "file://" + root
+	opts.Checkpointing.DiscardOnCancel = discard
 	var tap atomic.Int64
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -276,9 +290,14 @@ func TestRestoreCancelDiscardsInFlightCheckpoint(t *testing.T) {
 	if err := spWaitJob(t, c, 10*time.Second); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Wait = %v, want context.Canceled", err)
 	}
-	if dirs := spCheckpointDirs(t, jobDir); len(dirs) != 0 {
+	dirs := spCheckpointDirs(t, jobDir)
+	want := map[int64]bool{1: true}
+	if discard {
+		want = map[int64]bool{}
+	}
+	if !maps.Equal(dirs, want) {
 		files, _ := filepath.Glob(filepath.Join(jobDir, "chk-*", "*"))
-		t.Fatalf("BUG: cancel (RetainOnCancel false) left checkpoint directories %v (id: complete?) holding %v", dirs, files)
+		t.Fatalf("BUG: cancel (DiscardOnCancel %t) left checkpoint directories %v (id: complete?) holding %v, want %v", discard, dirs, files, want)
 	}
 }
 
@@ -426,10 +445,29 @@ func TestDamagedCheckpointFallsBackToPrevious(t *testing.T) {
 			}
 			spDamage(t, filepath.Join(jobDir, fmt.Sprint("chk-", newest)), how)
 
+			// The transactional collect sink cannot undo commits: the
+			// restore of a checkpoint older than one that completed is
+			// refused, naming how many checkpoints' output may repeat.
+			opts.Restore = "latest"
+			var tap0 atomic.Int64
+			env := weir.NewEnvironment(opts)
+			spBuild(env, spGate{n: n, allow: new(atomic.Int64)}, 1, sink, &tap0)
+			refused, err := env.ExecuteAsync(ctx, "damaged")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := spWaitJob(t, refused, 10*time.Second); err == nil || !strings.Contains(err.Error(), "cannot undo what it committed, and 1 checkpoint(s)") || !strings.Contains(err.Error(), "AllowRepeatedOutput") {
+				t.Fatalf("restore past a damaged checkpoint with a sink that cannot roll back: %v; want a refusal naming AllowRepeatedOutput", err)
+			}
+			if got := len(sink.Results()); got != 2000 || tap0.Load() != 0 {
+				t.Fatalf("the refused restore changed the output (%d records, want 2000) or ran (%d records)", got, tap0.Load())
+			}
+			// The gate was closed between the two checkpoints: nothing
+			// repeats, and the user may say so.
+			opts.AllowRepeatedOutput = true
 			var tap2 atomic.Int64
 			allow2 := new(atomic.Int64)
 			allow2.Store(n)
-			opts.Restore = "latest"
 			c, _ = spStartGated(t, ctx, opts, spGate{n: n, allow: allow2}, sink, &tap2, &spCounter{})
 			if err := spWaitJob(t, c, 10*time.Second); err != nil {
 				t.Fatalf("restore past a damaged checkpoint: %v", err)
@@ -821,7 +859,10 @@ func TestRestartSkipsCheckpointThatFailsToRestore(t *testing.T) {
 	sink := collect.Transactional[string]()
 	allow := new(atomic.Int64)
 	allow.Store(1000)
-	opts := weir.Options{Parallelism: 2, JobID: "restartdamaged", Restart: "fixed-delay:attempts=5,delay=10ms"}
+	// The two newest checkpoints cover the same records: going back to the
+	// older repeats nothing, which the transactional collect sink (it
+	// cannot roll back) must be told.
+	opts := weir.Options{Parallelism: 2, JobID: "restartdamaged", Restart: "fixed-delay:attempts=5,delay=10ms", AllowRepeatedOutput: true}
 	opts.Checkpointing = weir.CheckpointOptions{Storage: "file://" + root, Retained: 2}
 	var tap atomic.Int64
 	var failed atomic.Bool

@@ -187,6 +187,7 @@ func (s *Stream[T]) SinkTo(name string, sink connector.Sink[T]) *Stream[T] {
 	}}
 	b := s.env.addNode(n, name, graph.Sink, 1)
 	b.prepare = func(bc *buildCtx) error { return prepareSink(bc, b, sink) }
+	b.sink = sink
 	connectTo(s, n, 0)
 	return &Stream[T]{env: s.env, node: b}
 }

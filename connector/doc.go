@@ -15,4 +15,11 @@
 // snapshot. A sink is exactly-once when its writer implements PreCommitter and
 // its Sink implements Committer: records written between two checkpoints become
 // visible only when the checkpoint that pre-committed them completes.
+//
+// A restore from a checkpoint older than others that completed (a fallback
+// past a damaged one, an older checkpoint or savepoint given by path) would
+// repeat what the newer ones committed. A Committer that owns its output
+// implements RollbackCommitter and undoes it; for one that cannot (Kafka,
+// NATS), the runtime refuses such a restore unless the job allows repeated
+// output.
 package connector

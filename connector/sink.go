@@ -86,3 +86,26 @@ type Committer interface {
 type Cleaner interface {
 	Cleanup(ctx context.Context, keep []Committable) error
 }
+
+// RollbackCommitter is implemented by a Committer that can undo what it
+// committed, because its output is its own: files it names, rows it keys by
+// checkpoint id. When a job restores checkpoint or savepoint n (a fallback
+// past a damaged newer checkpoint, an older checkpoint or savepoint given by
+// path, a restart), the runtime calls RollBackAfter(ctx, n) once, before it
+// re-commits n's committables and calls Cleanup, and before any writer of
+// the sink is created: everything that checkpoints with ids above n
+// committed must then be gone (or moved where readers do not look), since
+// the restored job replays those records. Checkpoint ids only grow over a
+// job's life, restores included, so "above n" is "after n". It returns how
+// many transactions (files, batches) it undid, for the log.
+//
+// A Committer that cannot undo its commits (a Kafka or NATS sink: what
+// consumers read is read) does not implement it. The runtime then refuses
+// to restore a checkpoint when checkpoints or savepoints of the job that
+// completed after it are found in its checkpoint storage — their output
+// would repeat — unless the job allows it (weir.Options.AllowRepeatedOutput,
+// weir run --allow-repeated-output); the error says how many checkpoints'
+// output may repeat.
+type RollbackCommitter interface {
+	RollBackAfter(ctx context.Context, checkpointID int64) (undone int, err error)
+}

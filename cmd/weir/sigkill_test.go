@@ -100,10 +100,13 @@ func TestSIGKILLRestoreLatestExactlyOnce(t *testing.T) {
 type weirRun struct {
 	restore bool
 	delay   time.Duration // when the kill was due
+	sig     syscall.Signal
 	elapsed time.Duration
-	killed  bool
-	code    int
-	stderr  string
+	// killed: the signal ended the process (SIGKILL), or it stopped on it
+	// (SIGTERM, SIGINT: exit 128+signal).
+	killed bool
+	code   int
+	stderr string
 	// committed is the size of the committed output after the run: its
 	// growth is the job's progress.
 	committed int64
@@ -115,10 +118,12 @@ func (r weirRun) String() string {
 		mode = "--restore latest"
 	}
 	outcome := fmt.Sprintf("exit %d", r.code)
-	if r.killed {
+	if r.killed && r.sig == syscall.SIGKILL {
 		outcome = "SIGKILLed"
+	} else if r.killed {
+		outcome = fmt.Sprintf("stopped by %v, exit %d", r.sig, r.code)
 	}
-	s := fmt.Sprintf("%s, kill due at %v, %s after %v; %d bytes committed", mode, r.delay.Round(time.Millisecond), outcome, r.elapsed.Round(time.Millisecond), r.committed)
+	s := fmt.Sprintf("%s, %v due at %v, %s after %v; %d bytes committed", mode, r.sig, r.delay.Round(time.Millisecond), outcome, r.elapsed.Round(time.Millisecond), r.committed)
 	if r.stderr != "" {
 		s += "\n\tstderr: " + strings.ReplaceAll(strings.TrimSpace(r.stderr), "\n", "\n\t        ")
 	}
@@ -155,7 +160,10 @@ func sigkillRoundAt(t *testing.T, rng *rand.Rand, dir, ck, input string, want ma
 		if res.kills < maxKills {
 			delay = sigkillMinDelay + time.Duration(rng.Int64N(int64(maxDelay-sigkillMinDelay)+1))
 		}
-		r := startAndKill(t, runArgs, delay)
+		// SIGTERM and SIGINT stop the job (keeping its checkpoints);
+		// SIGKILL gives it no say.
+		sig := []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM, syscall.SIGINT}[rng.IntN(3)]
+		r := startAndSignal(t, runArgs, delay, sig)
 		r.restore = restore
 		r.committed = committedBytes(t, out)
 		res.runs = append(res.runs, r)
@@ -215,6 +223,18 @@ func sigkillRoundAt(t *testing.T, rng *rand.Rand, dir, ck, input string, want ma
 // ended before.
 func startAndKill(t *testing.T, args []string, delay time.Duration) weirRun {
 	t.Helper()
+	return startAndSignal(t, args, delay, syscall.SIGKILL)
+}
+
+// stopTimeout bounds the time a process takes to stop after SIGTERM or
+// SIGINT.
+const stopTimeout = 10 * time.Second
+
+// startAndSignal runs weir with args and sends it sig after delay unless it
+// ended before. A process that does not stop within stopTimeout of SIGTERM
+// or SIGINT fails the test. One stopped by them must say so.
+func startAndSignal(t *testing.T, args []string, delay time.Duration, sig syscall.Signal) weirRun {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "WEIR_TEST_MAIN=1")
 	var stderr bytes.Buffer
@@ -233,16 +253,35 @@ func startAndKill(t *testing.T, args []string, delay time.Duration) weirRun {
 	case <-timer.C:
 		// The process may end on its own meanwhile: its exit status, not
 		// this call's error, says whether the kill landed.
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		err = <-done
+		_ = cmd.Process.Signal(sig)
+		if sig == syscall.SIGKILL {
+			err = <-done
+			break
+		}
+		select {
+		case err = <-done:
+		case <-time.After(stopTimeout):
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			<-done
+			t.Fatalf("weir %s did not stop within %v of %v; stderr:\n%s", strings.Join(args, " "), stopTimeout, sig, stderr.String())
+		}
 	}
-	r := weirRun{delay: delay, elapsed: time.Since(begin), stderr: stderr.String()}
+	r := weirRun{delay: delay, sig: sig, elapsed: time.Since(begin), stderr: stderr.String()}
 	if _, ok := err.(*exec.ExitError); err != nil && !ok {
 		t.Fatal(err)
 	}
 	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	r.killed = ws.Signaled() && ws.Signal() == syscall.SIGKILL
 	r.code = cmd.ProcessState.ExitCode()
+	if sig == syscall.SIGKILL {
+		r.killed = ws.Signaled() && ws.Signal() == syscall.SIGKILL
+	} else if ws.Signaled() && ws.Signal() == sig {
+		r.killed = true // before weir set its handler: as good as SIGKILL
+	} else {
+		r.killed = r.code == 128+int(sig)
+		if r.killed && !strings.Contains(r.stderr, "wordcount: stopped by "+map[syscall.Signal]string{syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT"}[sig]) {
+			t.Errorf("weir stopped by %v (exit %d) without saying so; stderr:\n%s", sig, r.code, r.stderr)
+		}
+	}
 	return r
 }
 

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,6 +45,33 @@ type wordCountFlags struct {
 	watch       time.Duration
 	ckpt        checkpointFlags
 	config      string
+	edge        edgeFlags
+}
+
+// edgeFlags are the flags of issue 24 (exactly-once at the edges): kept
+// together so that they merge apart from the others.
+type edgeFlags struct {
+	logLevel       string
+	logFormat      string
+	restart        string
+	retained       int
+	keepRolledBack bool
+	allowRepeated  bool
+}
+
+// defaultRestart is weir run's restart strategy with periodic checkpoints:
+// bounded, so that a job that cannot go on (a full disk, a lost output)
+// ends, non-zero and with its cause, after about a minute of retries,
+// instead of retrying for ever as the API's default does.
+const defaultRestart = "exponential-delay:initial-backoff=1s,max-backoff=30s,multiplier=1.5,attempts=8"
+
+func (e *edgeFlags) register(c *cobra.Command) {
+	c.Flags().StringVar(&e.logLevel, "log-level", "warn", "least level of the log lines on stderr: debug, info, warn or error (restarts and failed checkpoints are warnings; each cause shows at most once a minute)")
+	c.Flags().StringVar(&e.logFormat, "log-format", "text", "format of the log lines on stderr: text or json")
+	c.Flags().StringVar(&e.restart, "restart", "", "restart strategy after a failure: none, fixed-delay[:attempts=N,delay=D], exponential-delay[:...], failure-rate[:max=N,interval=D,delay=D] (default: "+defaultRestart+" with --checkpoint-interval, else none)")
+	c.Flags().BoolVar(&e.keepRolledBack, "keep-rolled-back", false, "when a restore goes back past checkpoints that committed output (an older checkpoint, or a fallback past a damaged one), move their part files to .rolled-back/ in --output instead of removing them")
+	c.Flags().BoolVar(&e.allowRepeated, "allow-repeated-output", false, "restore a checkpoint older than others that completed since even when the --output sink cannot undo their commits (Kafka, NATS): their output is written again")
+	c.Flags().IntVar(&e.retained, "retained-checkpoints", 1, "number of completed checkpoints kept (Flink's state.checkpoints.num-retained): with more than one, --restore latest falls back to an older one when the newest is damaged")
 }
 
 func newWordCountCommand() *cobra.Command {
@@ -72,15 +100,16 @@ output directory. Without --input it counts a bundled demo text.`,
 	c.Flags().BoolVar(&f.incremental, "incremental", false, "incremental checkpoints: upload only the state files that earlier checkpoints did not (needs --state-backend pebble)")
 	c.Flags().BoolVar(&f.changelog, "changelog", false, "changelog-based incremental checkpoints (Flink's state.changelog): each checkpoint uploads the log of the state's writes since the previous one, and the state is materialized in the background every 10 minutes or when the log outgrows half of it (needs --state-backend pebble; implies --incremental)")
 	f.rest.register(c)
+	f.edge.register(c)
 	c.Flags().Float64Var(&f.repeatRate, "repeat-rate", 0, "read the bundled demo text again and again, this many lines per second: a job that runs until cancelled, to try the REST API and the dashboard (0: read it once)")
 	c.Flags().DurationVar(&f.watch, "watch", 0, "follow the --input directory: list it this often (e.g. 1s), read new files and lines appended to files, and run until cancelled")
-	c.Flags().StringVar(&f.restore, "restore", "", `resume from "latest" (the newest complete checkpoint in --checkpoint-dir) or from a checkpoint or savepoint path`)
+	c.Flags().StringVar(&f.restore, "restore", "", `resume from "latest" (the newest complete checkpoint in --checkpoint-dir), from a checkpoint or savepoint path, or "none" (start without state)`)
 	f.ckpt.register(c)
 	addConfigFlag(c, &f.config)
 	return c
 }
 
-func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write([]byte) (int, error) }) error {
+func runWordCount(ctx context.Context, f wordCountFlags, stdout io.Writer) error {
 	if f.parallelism < 1 || f.parallelism > 128 {
 		return fmt.Errorf("--parallelism is %d: use a value from 1 to 128", f.parallelism)
 	}
@@ -146,6 +175,16 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 	if f.interval < 0 {
 		return fmt.Errorf("--checkpoint-interval is %v: use 0 (off) or a positive duration such as 1s", f.interval)
 	}
+	if f.restore == "none" {
+		f.restore = ""
+	}
+	logger, err := newLogger(os.Stderr, f.edge.logLevel, f.edge.logFormat, time.Minute)
+	if err != nil {
+		return err
+	}
+	if f.edge.retained < 1 {
+		return fmt.Errorf("--retained-checkpoints is %d: use 1 or more", f.edge.retained)
+	}
 	if f.restore == "latest" && f.ckptDir == "" {
 		return fmt.Errorf("--restore latest needs --checkpoint-dir: the directory that holds the checkpoints")
 	}
@@ -157,6 +196,18 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 	// A savepoint directory is for weir stop: the sink commits at the stop's
 	// savepoint.
 	exactlyOnce := f.interval > 0 || f.ckptDir != "" || f.restore != "" || f.ckpt.savepointDir != ""
+	// Refuse a second owner of the checkpoint directory before touching
+	// the output (a fresh start removes its part files). The job takes the
+	// lock for good when it starts; this one is held until then.
+	earlyOwner := &storage.JobLock{}
+	if f.ckptDir != "" {
+		if st, err := storage.Open(f.ckptDir); err == nil {
+			if earlyOwner, err = storage.LockJob(st, "wordcount"); err != nil {
+				return fmt.Errorf("--checkpoint-dir: %w", err)
+			}
+		}
+	}
+	defer earlyOwner.Release()
 	var sink connector.Sink[string]
 	if u, err := endpointURL(f.output, schemes(outputEndpoints)); err != nil {
 		return fmt.Errorf("--output %w", err)
@@ -168,8 +219,33 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 		// A restored run continues an earlier one: its committed output stays.
 		return err
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// SIGINT and SIGTERM stop the job: cancel it, keeping its checkpoints
+	// (the sink committed output on them, so the job's cancel keeps them),
+	// and exit 130 or 143. A second signal has its default effect: the
+	// process dies at once, which loses nothing either.
+	ctx, cancelJob := context.WithCancelCause(ctx)
+	defer cancelJob(nil)
+	stopSignal := make(chan os.Signal, 1)
+	signal.Notify(stopSignal, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(stopSignal)
+	var stoppedBy atomic.Value // os.Signal
+	summary := func() weir.CheckpointSummary { return weir.CheckpointSummary{} }
+	go func() {
+		select {
+		case sig := <-stopSignal:
+			signal.Stop(stopSignal)
+			stoppedBy.Store(sig)
+			cancelJob(fmt.Errorf("stopped by %v: %w", sig, context.Canceled))
+		case <-ctx.Done():
+		}
+	}()
+	stopped := func() error {
+		sig, _ := stoppedBy.Load().(os.Signal)
+		if sig == nil {
+			return nil
+		}
+		return stopError(sig, f, summary())
+	}
 
 	if f.ckptDir != "" {
 		// A bad URL, a missing bucket or wrong credentials: say so now, not
@@ -179,10 +255,20 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 			err = storage.Probe(ctx, st)
 		}
 		if err != nil {
+			if err := stopped(); err != nil {
+				return err
+			}
 			return fmt.Errorf("--checkpoint-dir: %w", err)
 		}
 	}
+	opts.OnRestore = func(r weir.RestoreInfo) { printRestore(os.Stderr, r, f.ckptDir) }
 	opts.Checkpointing.Interval = f.interval
+	opts.Checkpointing.Retained = f.edge.retained
+	if opts.Restart = f.edge.restart; opts.Restart == "" && f.interval > 0 {
+		opts.Restart = defaultRestart
+	}
+	opts.Logger = logger
+	opts.AllowRepeatedOutput = f.edge.allowRepeated
 	opts.Checkpointing.Incremental = f.incremental || f.changelog
 	opts.Checkpointing.Changelog.Enabled = f.changelog
 	if f.ckptDir != "" {
@@ -196,7 +282,7 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 	} else if exactlyOnce {
 		// Output becomes visible only when the checkpoint that covers it
 		// completes: exactly once, even if the process is killed.
-		counts.SinkTo("out", file.ExactlyOnce(f.output, file.ExactlyOnceOptions{})).UID("out")
+		counts.SinkTo("out", file.ExactlyOnce(f.output, file.ExactlyOnceOptions{KeepRolledBack: f.edge.keepRolledBack})).UID("out")
 	} else {
 		counts.SinkTo("out", file.PartFiles(f.output, file.Options{})).UID("out")
 	}
@@ -204,11 +290,16 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 	if err != nil {
 		return err
 	}
+	earlyOwner.Release()
 	job, err := env.ExecuteAsync(ctx, "wordcount")
 	if err != nil {
 		rs.close()
+		if err := stopped(); err != nil {
+			return err
+		}
 		return fmt.Errorf("wordcount failed: %w", err)
 	}
+	summary = func() weir.CheckpointSummary { s, _ := job.Checkpoints(); return s }
 	defer rs.serve(job)()
 	// SIGUSR1 asks for a checkpoint: an external trigger.
 	usr1 := make(chan os.Signal, 1)
@@ -233,9 +324,15 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout interface{ Write
 	<-reported
 	rs.settle()
 	if err != nil {
+		if err := stopped(); err != nil {
+			return err
+		}
 		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
 			// Cancelled through the REST API (weir cancel), not by a signal.
 			return canceledError(job, exactlyOnce, f.output)
+		}
+		if n := summary().Restarts; n > 0 {
+			return fmt.Errorf("wordcount failed after %d restart(s), when the restart strategy gave up; the last cause: %w", n, err)
 		}
 		return fmt.Errorf("wordcount failed: %w", err)
 	}
@@ -331,4 +428,67 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// exitError ends the process with code after printing msg (if any) to
+// stderr, without the "weir:" prefix of errors.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e exitError) Error() string { return e.msg }
+
+// stopError is what a job stopped by sig says: that it stopped, what its
+// sink committed, how to resume; and the conventional exit code, 128 plus
+// the signal's number (130 for SIGINT, 143 for SIGTERM).
+func stopError(sig os.Signal, f wordCountFlags, s weir.CheckpointSummary) error {
+	code := 1
+	if n, ok := sig.(syscall.Signal); ok {
+		code = 128 + int(n)
+	}
+	name := map[os.Signal]string{os.Interrupt: "SIGINT", syscall.SIGTERM: "SIGTERM"}[sig]
+	if name == "" {
+		name = sig.String()
+	}
+	out := f.output
+	if abs, err := filepath.Abs(out); err == nil && !strings.Contains(out, "://") {
+		out = abs
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "wordcount: stopped by %s", name)
+	last := max(s.LatestCompleted, s.Restored)
+	switch {
+	case f.ckptDir == "" && f.restore == "" && f.interval == 0:
+		fmt.Fprintf(&b, ", before the end of its input: the part files in %s hold a partial result; run the same command again to count from the beginning", out)
+	case last == 0:
+		fmt.Fprintf(&b, " before its first checkpoint completed: nothing was committed to %s; run the same command again to start from the beginning", out)
+	case f.ckptDir == "":
+		fmt.Fprintf(&b, ": the output committed by checkpoint %d is in %s, but its checkpoints were in memory (no --checkpoint-dir): a next run cannot resume after it", last, out)
+	default:
+		fmt.Fprintf(&b, ": the output committed by checkpoint %d is in %s; to resume after it, run the same command with --restore latest (checkpoints in %s)", last, out, f.ckptDir)
+	}
+	return exitError{code: code, msg: b.String()}
+}
+
+// printRestore says which checkpoint or savepoint the job starts from, as
+// a path the user can pass to --restore, or that there is none.
+func printRestore(w io.Writer, r weir.RestoreInfo, ckptDir string) {
+	if r.ID == 0 {
+		fmt.Fprintf(w, "wordcount: no checkpoint under %s: starting from the beginning\n", ckptDir)
+		return
+	}
+	kind := "checkpoint"
+	if r.Savepoint {
+		kind = "savepoint"
+	}
+	where := r.URL
+	if p, ok := strings.CutPrefix(where, "file://"); ok {
+		where = p
+	}
+	verb := "restored"
+	if r.Restart {
+		verb = "restarting from"
+	}
+	fmt.Fprintf(w, "wordcount: %s %s %d: %s\n", verb, kind, r.ID, where)
 }

@@ -18,10 +18,11 @@ import (
 )
 
 var (
-	_ connector.Sink[string]   = (*ExactlyOnceSink[string])(nil)
-	_ connector.Committer      = (*ExactlyOnceSink[string])(nil)
-	_ connector.Writer[string] = (*exactlyOnceWriter[string])(nil)
-	_ connector.PreCommitter   = (*exactlyOnceWriter[string])(nil)
+	_ connector.Sink[string]      = (*ExactlyOnceSink[string])(nil)
+	_ connector.Committer         = (*ExactlyOnceSink[string])(nil)
+	_ connector.RollbackCommitter = (*ExactlyOnceSink[string])(nil)
+	_ connector.Writer[string]    = (*exactlyOnceWriter[string])(nil)
+	_ connector.PreCommitter      = (*exactlyOnceWriter[string])(nil)
 )
 
 // ErrPendingFileLost is returned (wrapped) by Commit when neither the
@@ -43,7 +44,17 @@ type ExactlyOnceOptions struct {
 	// operating-system crash (not a process crash) may then lose committed
 	// or pre-committed data. Default false: sync.
 	NoSync bool
+	// KeepRolledBack moves the part files that RollBackAfter undoes into
+	// the subdirectory RolledBackDirName of the sink's directory (readers
+	// skip it: its name starts with "."), instead of removing them.
+	// Default false: removed (the restored job writes their records
+	// again).
+	KeepRolledBack bool
 }
+
+// RolledBackDirName is the subdirectory where KeepRolledBack moves the part
+// files a rollback undid.
+const RolledBackDirName = ".rolled-back"
 
 // EnsureDefaults replaces zero fields by their defaults and returns o.
 func (o *ExactlyOnceOptions) EnsureDefaults() *ExactlyOnceOptions {
@@ -379,6 +390,75 @@ func (s *ExactlyOnceSink[T]) checkCommitted(f pendingFile) error {
 			f.Final, info.Size(), info.Mode(), f.Bytes)
 	}
 	return nil
+}
+
+// RollBackAfter undoes what checkpoints with ids above checkpointID
+// committed: the part files whose name (ExactlyOnceFileName) carries such
+// an id, which only a checkpoint completed after checkpointID can have
+// committed — a restore from checkpointID replays their records. They are
+// removed, or moved to RolledBackDirName with KeepRolledBack; other files
+// are left alone. It returns the number of files undone.
+func (s *ExactlyOnceSink[T]) RollBackAfter(ctx context.Context, checkpointID int64) (int, error) {
+	entries, err := s.fs.ReadDir(s.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("file sink: roll back: cannot list directory %q: %w", s.dir, err)
+	}
+	var errs []error
+	undone := 0
+	for _, e := range entries {
+		id, ok := parseFinalPart(e.Name())
+		if !ok || id <= checkpointID {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, fmt.Errorf("file sink: roll back: %w", err))
+			break
+		}
+		from := filepath.Join(s.dir, e.Name())
+		if s.opts.KeepRolledBack {
+			to := filepath.Join(s.dir, RolledBackDirName, e.Name())
+			if err := s.fs.MkdirAll(filepath.Dir(to)); err != nil {
+				errs = append(errs, fmt.Errorf("file sink: roll back: %w", err))
+				break
+			}
+			if _, err := s.fs.Lstat(to); err == nil {
+				to += "." + hex.EncodeToString(randomBytes(4))
+			}
+			err = s.fs.Rename(from, to)
+		} else {
+			err = s.fs.Remove(from)
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("file sink: roll back part file %q of checkpoint %d (after %d) in directory %q: %w", e.Name(), id, checkpointID, s.dir, err))
+			continue
+		}
+		undone++
+	}
+	if undone > 0 && s.sync() {
+		if err := s.fs.SyncDir(s.dir); err != nil {
+			errs = append(errs, fmt.Errorf("file sink: roll back: sync directory %q: %w", s.dir, err))
+		}
+	}
+	return undone, errors.Join(errs...)
+}
+
+// parseFinalPart returns the checkpoint id of a name made by
+// ExactlyOnceFileName, and false for any other name.
+func parseFinalPart(name string) (int64, bool) {
+	rest, ok := strings.CutPrefix(name, "part-")
+	if !ok {
+		return 0, false
+	}
+	fields := strings.Split(rest, "-")
+	if len(fields) != 3 || len(fields[0]) < 5 || len(fields[1]) < 4 || len(fields[2]) < 10 ||
+		!isDigits(fields[0]) || !isDigits(fields[1]) || !isDigits(fields[2]) {
+		return 0, false
+	}
+	id, err := strconv.ParseInt(fields[2], 10, 64)
+	return id, err == nil
 }
 
 // Cleanup removes from the directory every pending file that no committable

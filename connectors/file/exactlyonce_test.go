@@ -1079,3 +1079,49 @@ func TestParseHiddenPart(t *testing.T) {
 		}
 	}
 }
+
+// TestExactlyOnceRollBackAfter: a restore from checkpoint 2 undoes the part
+// files that checkpoints 3 and 4 committed, removed or (KeepRolledBack)
+// moved to .rolled-back/, and touches nothing else.
+func TestExactlyOnceRollBackAfter(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprint("KeepRolledBack=", keep), func(t *testing.T) {
+			dir := t.TempDir()
+			sink := ExactlyOnce(dir, ExactlyOnceOptions{KeepRolledBack: keep})
+			w := newTwoPhaseWriter(t, sink, 0, 1, 0)
+			for id := int64(1); id <= 4; id++ {
+				write(t, w, fmt.Sprint("record of ", id))
+				commit(t, sink, checkpoint(t, w, 0, id))
+			}
+			write(t, w, "pending of 5")
+			checkpoint(t, w, 0, 5)
+			foreign := []string{"notes.txt", "part-1-2-3", "part-00000-0000-0000000009.txt"}
+			for _, name := range foreign {
+				writeFile(t, filepath.Join(dir, name), "")
+			}
+			undone, err := sink.RollBackAfter(t.Context(), 2)
+			if err != nil || undone != 2 {
+				t.Fatalf("RollBackAfter(2) = %d, %v; want 2 files undone", undone, err)
+			}
+			checkNames(t, dir, "notes.txt", "part-00000-0000-0000000001", "part-00000-0000-0000000002", "part-00000-0000-0000000009.txt", "part-1-2-3")
+			rolled, _ := filepath.Glob(filepath.Join(dir, RolledBackDirName, "*"))
+			var want []string
+			if keep {
+				want = []string{filepath.Join(dir, RolledBackDirName, "part-00000-0000-0000000003"), filepath.Join(dir, RolledBackDirName, "part-00000-0000-0000000004")}
+			}
+			if !slices.Equal(rolled, want) {
+				t.Errorf("%s holds %v, want %v", RolledBackDirName, rolled, want)
+			}
+			// The pending file of 5 is Cleanup's, not the rollback's.
+			if p := hiddenOfKind(t, dir, pendingSuffix); len(p) != 1 {
+				t.Errorf("pending files after the rollback: %v, want checkpoint 5's", p)
+			}
+			if undone, err := sink.RollBackAfter(t.Context(), 2); err != nil || undone != 0 {
+				t.Errorf("second RollBackAfter(2) = %d, %v; want nothing to undo", undone, err)
+			}
+			if undone, err := ExactlyOnce(filepath.Join(dir, "missing"), ExactlyOnceOptions{}).RollBackAfter(t.Context(), 1); err != nil || undone != 0 {
+				t.Errorf("RollBackAfter of a directory that does not exist = %d, %v", undone, err)
+			}
+		})
+	}
+}

@@ -52,6 +52,12 @@ type Options struct {
 	// every failed attempt (not of a cancellation) and whether the job
 	// restarts after it. Default: nil.
 	OnFailure func(err error, restarting bool)
+	// OnRestore, when set, is called on Run's goroutine before each attempt
+	// that starts from a checkpoint or savepoint, with it (URL is where it
+	// is: the store's URL joined with its directory); and once with nil
+	// when Restore is "latest" and the job has no checkpoint to start from.
+	// Default: nil.
+	OnRestore func(r *Restored, restart bool)
 }
 
 // Restored describes the checkpoint a deployment starts from.
@@ -59,7 +65,17 @@ type Restored struct {
 	Metadata *checkpoint.Metadata
 	Store    storage.Store
 	Dir      string
+	// Newer lists the ids of the job's checkpoints and savepoints that
+	// completed after this one and are still found in its checkpoint
+	// storage (damaged ones Restore "latest" skipped, or newer ones when an
+	// older checkpoint is restored by path): what sinks committed on them
+	// is visible, and a sink that cannot roll it back would repeat it.
+	Newer []int64
 }
+
+// URL is where the checkpoint or savepoint is: the store's URL joined with
+// its directory, a value Options.Restore accepts.
+func (r *Restored) URL() string { return joinURL(r.Store.URL(), r.Dir) }
 
 // Deployment is one attempt's tasks.
 type Deployment struct {
@@ -159,6 +175,11 @@ func New(opts Options, deploy DeployFunc) (*JobMaster, error) {
 func (jm *JobMaster) now() int64 { return jm.opts.Now().UnixMilli() }
 
 // --- handle, safe for any goroutine -----------------------------------------
+
+// ErrNoRestorableCheckpoint is wrapped by Run's error when Restore is
+// "latest" and the job has completed checkpoints, none of which can be
+// restored (all damaged).
+var ErrNoRestorableCheckpoint = errors.New("no restorable checkpoint")
 
 // ErrJobNotRunning is returned by requests made when the job is not running.
 var ErrJobNotRunning = errors.New("job is not running")
@@ -385,18 +406,32 @@ func (jm *JobMaster) initialRestore(ctx context.Context) (*Restored, error) {
 	case "":
 		return nil, nil
 	case "latest":
-		dir, md, skipped, err := jm.cs.Latest(ctx)
+		r, skipped, err := jm.cs.LatestRestorable(ctx)
 		for _, s := range skipped {
 			jm.log.Warn("skipping broken checkpoint", "err", s)
 		}
+		if damaged := storage.Damaged(skipped); errors.Is(err, storage.ErrNoCheckpoint) && len(damaged) > 0 {
+			// Starting without state would repeat everything the sinks
+			// committed on them: the user decides.
+			var b strings.Builder
+			for _, d := range damaged {
+				b.WriteString("; ")
+				b.WriteString(d.Error())
+			}
+			return nil, fmt.Errorf("restore latest: %d checkpoint(s) of job %q in %s completed, but none can be restored%s: %w: repair them, restore an older checkpoint or savepoint by its path, or start without state (Restore \"\"; weir run --restore none) if repeating the output they committed is acceptable",
+				len(damaged), jm.opts.JobID, jm.opts.Storage.URL(), b.String(), ErrNoRestorableCheckpoint)
+		}
 		if errors.Is(err, storage.ErrNoCheckpoint) {
 			jm.log.Info("no checkpoint to restore; starting without state")
+			if jm.opts.OnRestore != nil {
+				jm.opts.OnRestore(nil, false)
+			}
 			return nil, nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		return &Restored{Metadata: md, Store: jm.opts.Storage, Dir: dir}, nil
+		return &Restored{Metadata: r.Metadata, Store: r.Store, Dir: r.Dir}, nil
 	default:
 		store, dir, md, err := storage.ResolveRestore(ctx, jm.opts.Restore)
 		if err != nil {
@@ -451,7 +486,11 @@ func (jm *JobMaster) runAttempt(ctx context.Context, attempt int, restore *Resto
 	if restore != nil {
 		restoredID = restore.Metadata.ID
 		jm.stats.restored(restoredID, restore.Dir, jm.opts.Now(), attempt > 0)
-		jm.log.Info("restoring", "checkpoint", restoredID, "path", restore.Dir)
+		restore.Newer = jm.completedAfter(ctx, restoredID)
+		jm.log.Info("restoring", "checkpoint", restoredID, "path", restore.URL(), "newer_completed", restore.Newer)
+		if jm.opts.OnRestore != nil {
+			jm.opts.OnRestore(restore, attempt > 0)
+		}
 	} else if attempt > 0 {
 		jm.stats.restartedWithoutState()
 	}
@@ -649,6 +688,9 @@ func (jm *JobMaster) handleDecisions(ctx context.Context) {
 				}
 				jm.log.Info("checkpoint complete", "checkpoint", d.Checkpoint.ID, "kind", d.Checkpoint.Kind,
 					"duration_ms", d.Checkpoint.Duration(), "size", d.Checkpoint.StateSize())
+				if d.Checkpoint.Kind == checkpoint.KindSavepoint {
+					jm.pointToSavepoint(d.Checkpoint.ID)
+				}
 				if d.Checkpoint.StopAfter {
 					stop = true
 				}
@@ -734,6 +776,52 @@ func (jm *JobMaster) handleDecisions(ctx context.Context) {
 			jm.postAll(ctx, func(t *runtime.Task) runtime.Mail { return t.Stop() })
 			jm.coord.Stop(jm.now(), "job stopped with a savepoint")
 		}
+	}
+}
+
+// completedAfter returns the ids above id of the job's checkpoints that
+// have a _metadata (complete, damaged or not) and of its savepoint
+// pointers, ascending. Errors of the store are logged: the list is then
+// what could be read.
+func (jm *JobMaster) completedAfter(ctx context.Context, id int64) []int64 {
+	var out []int64
+	ids, err := jm.cs.Checkpoints(ctx)
+	if err != nil {
+		jm.log.Warn("cannot list the checkpoints newer than the one restored", "err", err)
+	}
+	for _, c := range ids {
+		if c <= id {
+			continue
+		}
+		if _, err := jm.opts.Storage.Stat(ctx, path.Join(jm.cs.CheckpointDir(c), storage.MetadataName)); err == nil {
+			out = append(out, c)
+		}
+	}
+	ptrs, err := jm.cs.SavepointPointers(ctx)
+	if err != nil {
+		jm.log.Warn("cannot list the savepoints newer than the one restored", "err", err)
+	}
+	for _, p := range ptrs {
+		if p > id {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// pointToSavepoint leaves a pointer to savepoint id in the job's
+// checkpoint directory, so that Restore "latest" finds it when it is newer
+// than every checkpoint (a stop with a savepoint takes no checkpoint
+// after it, and its sinks commit on it).
+func (jm *JobMaster) pointToSavepoint(id int64) {
+	opts := jm.targets[id]
+	if opts == nil {
+		return
+	}
+	url := joinURL(opts.Store.URL(), opts.Dir)
+	if err := jm.cs.WriteSavepointPointer(context.Background(), id, url); err != nil {
+		jm.log.Error("cannot record the savepoint in the checkpoint directory: a restore from \"latest\" will not find it; restore it by its path", "savepoint", id, "path", url, "err", err)
 	}
 }
 

@@ -44,6 +44,11 @@ var (
 	// a _metadata: a checkpoint id was about to be reused.
 	ErrExists = errors.New("storage: already exists")
 
+	// ErrIncomplete is wrapped, with ErrNotFound, for a checkpoint
+	// directory without _metadata: one that never completed (aborted, or in
+	// flight when its process died), as opposed to a damaged one.
+	ErrIncomplete = errors.New("incomplete")
+
 	// ErrNotCheckpoint is wrapped by ResolveRestore when the path names no
 	// usable checkpoint or savepoint.
 	ErrNotCheckpoint = errors.New("not a weir checkpoint or savepoint")
@@ -533,7 +538,7 @@ func (s CheckpointStorage) latest(ctx context.Context, deep bool) (dir string, m
 func (s CheckpointStorage) check(ctx context.Context, dir string, id int64, deep bool) (*checkpoint.Metadata, error) {
 	m, err := s.ReadMetadata(ctx, dir)
 	if errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("incomplete: no %s: %w", MetadataName, err)
+		return nil, fmt.Errorf("%w: no %s: %w", ErrIncomplete, MetadataName, err)
 	}
 	if err != nil {
 		return nil, err
@@ -545,6 +550,19 @@ func (s CheckpointStorage) check(ctx context.Context, dir string, id int64, deep
 		return nil, err
 	}
 	return m, nil
+}
+
+// Damaged returns the errors of skipped (as Latest returns them) that are
+// about checkpoints that completed and cannot be restored: not those of
+// incomplete ones (ErrIncomplete), which never committed anything.
+func Damaged(skipped []error) []error {
+	var out []error
+	for _, err := range skipped {
+		if !errors.Is(err, ErrIncomplete) {
+			out = append(out, err)
+		}
+	}
+	return out
 }
 
 // isDamage tells errors that make a checkpoint unusable from errors of the
