@@ -185,7 +185,7 @@ func TestStopThenRestoreLatestTakesTheSavepoint(t *testing.T) {
 	input := wordsInput(t, dir, 400_000)
 	ck, out, sp := filepath.Join(dir, "ck"), filepath.Join(dir, "out"), filepath.Join(dir, "sp")
 	args := []string{"--input", input, "--output", out, "--checkpoint-dir", ck, "--checkpoint-interval", "200ms", "--parallelism", "2"}
-	w := startWordCount(t, append(args, "--rest-address", "127.0.0.1:0")...)
+	w := startWordCount(t, append(args, "--rest-address", "127.0.0.1:0", "--savepoint-dir", sp)...)
 	// Stop once a periodic checkpoint completed: the savepoint is newer.
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if m, _ := filepath.Glob(filepath.Join(ck, "wordcount", "chk-*", "_metadata")); len(m) > 0 {
@@ -195,10 +195,12 @@ func TestStopThenRestoreLatestTakesTheSavepoint(t *testing.T) {
 			t.Fatalf("no checkpoint completed; stderr:\n%s", w.stderr.String())
 		}
 	}
-	// The client may lose the REST server as the job ends (issue 26): the
-	// savepoint on disk and the process's exit are what count here.
-	stdout, stderr, err := runClient("stop", "wordcount", "--dir", sp, "--jobmanager", w.url)
-	t.Logf("weir stop: %v; stdout %q, stderr %q", err, stdout, stderr)
+	// The REST server outlives the job until the client read the stop's
+	// outcome (issue 26): weir stop succeeds.
+	stdout, stderr, err := runClient("stop", "wordcount", "--jobmanager", w.url)
+	if err != nil {
+		t.Fatalf("weir stop: %v; stdout %q, stderr %q", err, stdout, stderr)
+	}
 	select {
 	case <-w.exited:
 	case <-time.After(20 * time.Second):

@@ -127,6 +127,9 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout io.Writer) error
 	if f.changelog && f.backend != "pebble" {
 		return fmt.Errorf("--changelog needs --state-backend pebble: the changelog is the pebble backend's")
 	}
+	if f.restore == "none" {
+		f.restore = "" // start without state
+	}
 	opts := weir.Options{Parallelism: f.parallelism, JobID: "wordcount", Restore: f.restore, StateBackend: f.backend}
 	if err := f.ckpt.apply(&opts); err != nil {
 		return err
@@ -174,9 +177,6 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout io.Writer) error
 	}
 	if f.interval < 0 {
 		return fmt.Errorf("--checkpoint-interval is %v: use 0 (off) or a positive duration such as 1s", f.interval)
-	}
-	if f.restore == "none" {
-		f.restore = ""
 	}
 	logger, err := newLogger(os.Stderr, f.edge.logLevel, f.edge.logFormat, time.Minute)
 	if err != nil {
