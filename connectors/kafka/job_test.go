@@ -140,6 +140,7 @@ func TestJobExactlyOnceBrokerFaults(t *testing.T) {
 	var mu sync.Mutex
 	var txnToFence string
 	fenced := make(chan string, 1)
+	thiefDone := make(chan struct{})
 	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		pr := req.(*kmsg.ProduceRequest)
@@ -169,6 +170,13 @@ func TestJobExactlyOnceBrokerFaults(t *testing.T) {
 			mu.Unlock()
 			select {
 			case fenced <- *pr.TransactionID:
+				// Hold this produce until the thief took the id (its
+				// request runs on another connection): the transaction
+				// is then fenced while still open, before its
+				// checkpoint could pre-commit it. Fenced after the
+				// pre-commit, it could not be committed at all (data
+				// loss by Kafka's rules, which the sink reports).
+				c.SleepControl(func() { <-thiefDone })
 			default:
 			}
 		}
@@ -186,6 +194,7 @@ func TestJobExactlyOnceBrokerFaults(t *testing.T) {
 	})
 	thief := newClient(t, c)
 	go func() {
+		defer close(thiefDone)
 		id, ok := <-fenced
 		if !ok {
 			return
