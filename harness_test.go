@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"runtime/pprof"
@@ -130,6 +131,10 @@ func runHarnessWith(t *testing.T, seed uint64, backend string, base storage.Stor
 		opts.Checkpointing.Incremental = true
 		opts.Checkpointing.Changelog = weir.ChangelogOptions{Enabled: true, MaterializationInterval: time.Nanosecond}
 	}
+	// The job's warnings (restarts, skipped checkpoints) go into the
+	// failure message of a seed that fails.
+	var logs syncBuffer
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	opts.Checkpointing.Interval = time.Duration(2+rng.IntN(8)) * time.Millisecond
 	opts.Checkpointing.TolerableFailures = -1
 	opts.Checkpointing.MaxConcurrent = 1 + rng.IntN(2)
@@ -172,7 +177,7 @@ func runHarnessWith(t *testing.T, seed uint64, backend string, base storage.Stor
 	})
 	defer watchdog.Stop()
 	if err := job.Wait(); err != nil {
-		t.Fatalf("seed %d: job failed: %v (faults fired: %v)", seed, err, plan.fired)
+		t.Fatalf("seed %d: job failed: %v (faults fired: %v); the job's warnings:\n%s", seed, err, plan.fired, logs.String())
 	}
 	counts := map[string]int{}
 	var want []string
