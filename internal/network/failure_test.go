@@ -146,15 +146,7 @@ func TestNoCredit(t *testing.T) {
 			if _, err := nc.Write(frame(framePartitionRequest, 1, requestBody(0, "stuck"))); err != nil {
 				t.Fatal(err)
 			}
-			werr := make(chan error, 1)
-			go func() {
-				for {
-					if err := out.WriteRecord(strings.Repeat("x", 50), NoTimestamp); err != nil {
-						werr <- err
-						return
-					}
-				}
-			}()
+			werr := writeUntilError(out, strings.Repeat("x", 50))
 			select {
 			case err := <-werr:
 				t.Fatalf("write without credit returned %v, want it to block", err)
@@ -226,15 +218,7 @@ func TestConnectionKilledMidBuffer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	werr := make(chan error, 1)
-	go func() {
-		for {
-			if err := out.WriteRecord(strings.Repeat("y", 1000), NoTimestamp); err != nil {
-				werr <- err
-				return
-			}
-		}
-	}()
+	werr := writeUntilError(out, strings.Repeat("y", 1000))
 	_, err = drain(t, g, in, ident, 10*time.Second)
 	if err == nil || !strings.Contains(err.Error(), `channel "cut"`) || !strings.Contains(err.Error(), "peer "+addr) ||
 		!strings.Contains(err.Error(), "mid-frame") {
@@ -446,15 +430,7 @@ func TestConsumerCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	werr := make(chan error, 1)
-	go func() {
-		for {
-			if err := out.WriteRecord(strings.Repeat("c", 100), NoTimestamp); err != nil {
-				werr <- err
-				return
-			}
-		}
-	}()
+	werr := writeUntilError(out, strings.Repeat("c", 100))
 	time.Sleep(50 * time.Millisecond) // the writer fills its credit and blocks
 	gone.Cancel()
 	select {
@@ -473,4 +449,19 @@ func TestConsumerCancel(t *testing.T) {
 	if got, err := drain(t, g, stays, ident, 10*time.Second); err != nil || trunc(got) != `"a" "b" end-of-partition ` {
 		t.Fatalf("the other channel: %s, %v", trunc(got), err)
 	}
+}
+
+// writeUntilError writes rec to out again and again from a goroutine of
+// its own and sends the first error the write returns.
+func writeUntilError(out *OutputChannel[string], rec string) <-chan error {
+	werr := make(chan error, 1)
+	go func() {
+		for {
+			if err := out.WriteRecord(rec, NoTimestamp); err != nil {
+				werr <- err
+				return
+			}
+		}
+	}()
+	return werr
 }
