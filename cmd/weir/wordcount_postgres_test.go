@@ -25,25 +25,6 @@ import (
 // real PostgreSQL server (a database each) and run real weir processes,
 // killed with SIGKILL at random moments.
 
-func pgQuery[T any](t *testing.T, url, sql string, args ...any) []T {
-	t.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	rows, err := c.Query(ctx, sql, args...)
-	if err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[T])
-	if err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return out
-}
-
 func pgExec(t *testing.T, url string, sql string, args ...any) {
 	t.Helper()
 	ctx := context.Background()
@@ -63,7 +44,7 @@ func checkCountTable(t *testing.T, url, table string, want map[string]int) {
 	t.Helper()
 	seen := map[string][]int{}
 	var unexpected []string
-	for _, line := range pgQuery[string](t, url, "SELECT word || ',' || count FROM "+table) {
+	for _, line := range pgtest.Query[string](t, url, "SELECT word || ',' || count FROM "+table) {
 		w, k, ok := parseCountLine(line)
 		if !ok || k < 1 || k > want[w] {
 			unexpected = append(unexpected, line)
@@ -89,17 +70,17 @@ func checkCountTable(t *testing.T, url, table string, want map[string]int) {
 		t.Fatalf("table %s: %d missing (%s), %d duplicated (%s), %d unexpected (%s)", table,
 			len(missing), firstOf(missing, 10), len(dup), firstOf(dup, 10), len(unexpected), firstOf(unexpected, 10))
 	}
-	if p := pgQuery[string](t, url, "SELECT gid FROM pg_prepared_xacts"); len(p) > 0 {
+	if p := pgtest.Query[string](t, url, "SELECT gid FROM pg_prepared_xacts"); len(p) > 0 {
 		t.Fatalf("prepared transactions left: %v", p)
 	}
 }
 
 // pgCount is the number of rows of table, 0 if it does not exist yet.
 func pgCount(t *testing.T, url, table string) int64 {
-	if pgQuery[bool](t, url, "SELECT to_regclass($1) IS NULL", table)[0] {
+	if pgtest.Query[bool](t, url, "SELECT to_regclass($1) IS NULL", table)[0] {
 		return 0
 	}
-	return pgQuery[int64](t, url, "SELECT count(*) FROM "+table)[0]
+	return pgtest.Query[int64](t, url, "SELECT count(*) FROM "+table)[0]
 }
 
 func seenAt(seen map[string][]int, w string, k int) int {
@@ -174,11 +155,11 @@ func TestPostgresWordCount(t *testing.T) {
 			"--parallelism", "2", "--checkpoint-interval", "50ms", "--checkpoint-dir", ck}
 		runKilled(t, rng, args, 4, 1500*time.Millisecond, func() int64 { return pgCount(t, url, "counts") })
 		checkCountTable(t, url, "counts", want)
-		n := pgQuery[int64](t, url, "SELECT count(*) FROM counts")
+		n := pgtest.Query[int64](t, url, "SELECT count(*) FROM counts")
 		if r := startAndKill(t, append(slices.Clip(args), "--restore", "latest"), 60*time.Second); r.code != 0 {
 			t.Fatalf("restore after the end: %v", r)
 		}
-		if m := pgQuery[int64](t, url, "SELECT count(*) FROM counts"); m[0] != n[0] {
+		if m := pgtest.Query[int64](t, url, "SELECT count(*) FROM counts"); m[0] != n[0] {
 			t.Fatalf("restore after the end: %d rows, then %d", n[0], m[0])
 		}
 	})
@@ -191,7 +172,7 @@ func TestPostgresWordCount(t *testing.T) {
 			"--parallelism", "2", "--checkpoint-interval", "50ms", "--checkpoint-dir", ck}
 		runKilled(t, rng, args, 3, 1500*time.Millisecond, func() int64 { return pgCount(t, url, "latest") })
 		got := map[string]int{}
-		for _, line := range pgQuery[string](t, url, "SELECT word || ',' || count FROM latest") {
+		for _, line := range pgtest.Query[string](t, url, "SELECT word || ',' || count FROM latest") {
 			w, k, _ := parseCountLine(line)
 			got[w] = k
 		}
@@ -243,7 +224,7 @@ func TestPostgresWordCount(t *testing.T) {
 		defer func() { cmd.Process.Kill(); <-done }()
 		deadline := time.Now().Add(60 * time.Second)
 		for {
-			n := pgQuery[int64](t, url, "SELECT count(*) FROM counts")[0]
+			n := pgtest.Query[int64](t, url, "SELECT count(*) FROM counts")[0]
 			if n >= int64(total) || time.Now().After(deadline) {
 				break
 			}
@@ -273,7 +254,7 @@ func TestPostgresWordCount(t *testing.T) {
 		// before the source's first poll holds no position: a restore
 		// from it starts over, and its snapshot would hold these rows.)
 		deadline := time.Now().Add(30 * time.Second)
-		for pgQuery[int64](t, url, "SELECT count(*) FROM counts")[0] == 0 && time.Now().Before(deadline) {
+		for pgtest.Query[int64](t, url, "SELECT count(*) FROM counts")[0] == 0 && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		pgExec(t, url, "INSERT INTO lines (line) SELECT unnest($1::text[])", lines[2000:2500])

@@ -81,7 +81,7 @@ func newReader(t testing.TB, src *CDC[Change], splits []connector.SplitState) co
 
 func slotFlushed(t *testing.T, url, slot string) uint64 {
 	t.Helper()
-	got := query[string](t, url, "SELECT coalesce(confirmed_flush_lsn::text, '0/0') FROM pg_replication_slots WHERE slot_name = $1", slot)
+	got := pgtest.Query[string](t, url, "SELECT coalesce(confirmed_flush_lsn::text, '0/0') FROM pg_replication_slots WHERE slot_name = $1", slot)
 	if len(got) != 1 {
 		t.Fatalf("slot %s: %v", slot, got)
 	}

@@ -32,25 +32,6 @@ type kv struct {
 	Count int64  `pg:"count"`
 }
 
-func query[T any](t *testing.T, url, sql string, args ...any) []T {
-	t.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	rows, err := c.Query(ctx, sql, args...)
-	if err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[T])
-	if err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return out
-}
-
 func exec(t testing.TB, url string, sql ...string) {
 	t.Helper()
 	ctx := context.Background()
@@ -90,12 +71,12 @@ func wctx(sub, par int) connector.WriterContext {
 
 func rowsOf(t *testing.T, url string) []string {
 	t.Helper()
-	return query[string](t, url, "SELECT word || ',' || count FROM kv ORDER BY word, count")
+	return pgtest.Query[string](t, url, "SELECT word || ',' || count FROM kv ORDER BY word, count")
 }
 
 func prepared(t *testing.T, url string) []string {
 	t.Helper()
-	return query[string](t, url, "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() ORDER BY gid")
+	return pgtest.Query[string](t, url, "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() ORDER BY gid")
 }
 
 func writeAll[T any](t *testing.T, w connector.Writer[T], recs ...T) {

@@ -362,6 +362,28 @@ func (s *Server) Exec(t testing.TB, db string, sql ...string) {
 	}
 }
 
+// Query runs sql on the database at url and returns its rows, each
+// scanned into a T (one column: pgx.RowTo). Any error fails the test.
+func Query[T any](t testing.TB, url, sql string, args ...any) []T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, sql, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[T])
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return out
+}
+
 // CreatePasswordUser creates PasswordUser with the given password and
 // every privilege on database db.
 func (s *Server) CreatePasswordUser(t testing.TB, db, password string) {
