@@ -17,9 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weirstream/weir/internal/testutil/kafkatest"
 )
 
 // TestKafkaBrokerProcess is not a test: it is the kfake broker process
@@ -120,12 +121,7 @@ func startBrokerProcess(t *testing.T, topics string, env ...string) (string, fun
 
 func kafkaClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
+	return kafkatest.Client(t, []string{addr}, opts...)
 }
 
 // produceLines writes the lines of text to topic, round-robin over its
@@ -146,51 +142,7 @@ func produceLines(t *testing.T, addr, topic string, partitions int32, text strin
 // read_committed or read_uncommitted.
 func consumeTopic(t *testing.T, addr, topic string, committed bool) []string {
 	t.Helper()
-	iso := kgo.ReadUncommitted()
-	if committed {
-		iso = kgo.ReadCommitted()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	adm := kadm.NewClient(kafkaClient(t, addr))
-	var ends kadm.ListedOffsets
-	var err error
-	if committed {
-		ends, err = adm.ListCommittedOffsets(ctx, topic)
-	} else {
-		ends, err = adm.ListEndOffsets(ctx, topic)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	left := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			left[o.Partition] = o.Offset
-		}
-	})
-	cl := kafkaClient(t, addr, kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(iso),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.KeepControlRecords())
-	var out []string
-	for len(left) > 0 {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("consume %s: %v; left %v", topic, ctx.Err(), left)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := left[r.Partition]
-			if !ok || r.Offset >= end {
-				return
-			}
-			if !r.Attrs.IsControl() {
-				out = append(out, string(r.Value))
-			}
-			if r.Offset+1 >= end {
-				delete(left, r.Partition)
-			}
-		})
-	}
-	return out
+	return kafkatest.Consume(t, []string{addr}, topic, committed, 30*time.Second)
 }
 
 // checkCounts checks that lines hold "w,k" for k = 1..want[w] exactly

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirstream/weir/connector"
+	"github.com/weirstream/weir/internal/testutil/kafkatest"
 )
 
 // newCluster starts an in-process kfake broker on loopback with the given
@@ -33,12 +33,7 @@ func newCluster(t testing.TB, partitions int32, topics ...string) *kfake.Cluster
 
 func newClient(t testing.TB, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
+	return kafkatest.Client(t, c.ListenAddrs(), opts...)
 }
 
 // produce writes values to the topic round-robin over its partitions,
@@ -59,50 +54,7 @@ func produce(t testing.TB, c *kfake.Cluster, topic string, partitions int32, val
 // are now, with the given isolation, and returns the values sorted.
 func consume(t testing.TB, c *kfake.Cluster, topic string, committed bool) []string {
 	t.Helper()
-	iso := kgo.ReadUncommitted()
-	if committed {
-		iso = kgo.ReadCommitted()
-	}
-	adm := kadm.NewClient(newClient(t, c))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var ends kadm.ListedOffsets
-	var err error
-	if committed {
-		ends, err = adm.ListCommittedOffsets(ctx, topic)
-	} else {
-		ends, err = adm.ListEndOffsets(ctx, topic)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	left := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			left[o.Partition] = o.Offset
-		}
-	})
-	cl := newClient(t, c, kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(iso),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.KeepControlRecords())
-	var out []string
-	for len(left) > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			t.Fatalf("consume %s: %v; still to read: %v", topic, err, left)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := left[r.Partition]
-			if !ok || r.Offset >= end {
-				return
-			}
-			if !r.Attrs.IsControl() {
-				out = append(out, string(r.Value))
-			}
-			if r.Offset+1 >= end {
-				delete(left, r.Partition)
-			}
-		})
-	}
+	out := kafkatest.Consume(t, c.ListenAddrs(), topic, committed, 20*time.Second)
 	sort.Strings(out)
 	return out
 }
