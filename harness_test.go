@@ -8,7 +8,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"runtime/pprof"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +19,7 @@ import (
 	"github.com/weirstream/weir/connectors/collect"
 	"github.com/weirstream/weir/connectors/datagen"
 	"github.com/weirstream/weir/internal/storage"
+	"github.com/weirstream/weir/internal/testutil/multiset"
 )
 
 // faultPlan injects failures of every kind the exactly-once harness covers,
@@ -187,7 +187,7 @@ func runHarnessWith(t *testing.T, seed uint64, backend string, base storage.Stor
 		want = append(want, fmt.Sprintf("%s,%d", k, counts[k]))
 	}
 	got := sink.Results()
-	if lost, dup := multisetDiff(want, got); len(lost)+len(dup) > 0 {
+	if lost, dup := multiset.Diff(want, got); len(lost)+len(dup) > 0 {
 		t.Fatalf("seed %d: exactly-once violated: %d lost (e.g. %v), %d duplicated (e.g. %v); faults fired: %v",
 			seed, len(lost), lost[:min(5, len(lost))], len(dup), dup[:min(5, len(dup))], plan.fired)
 	}
@@ -222,29 +222,6 @@ func injectFaults(t *testing.T, opts *weir.Options, seed uint64, plan *faultPlan
 		},
 	})
 	return faults
-}
-
-// multisetDiff returns the elements of want missing from got and the extra
-// ones in got.
-func multisetDiff(want, got []string) (lost, dup []string) {
-	n := map[string]int{}
-	for _, w := range want {
-		n[w]++
-	}
-	for _, g := range got {
-		n[g]--
-	}
-	for k, v := range n {
-		for ; v > 0; v-- {
-			lost = append(lost, k)
-		}
-		for ; v < 0; v++ {
-			dup = append(dup, k)
-		}
-	}
-	slices.Sort(lost)
-	slices.Sort(dup)
-	return lost, dup
 }
 
 // TestExactlyOnceHarness runs the keyed job under randomly injected

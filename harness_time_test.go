@@ -12,6 +12,7 @@ import (
 	"github.com/weirstream/weir/connectors/collect"
 	"github.com/weirstream/weir/connectors/datagen"
 	"github.com/weirstream/weir/internal/storage"
+	"github.com/weirstream/weir/internal/testutil/multiset"
 )
 
 // timeHarness is the exactly-once harness (harness_test.go) for event-time
@@ -63,7 +64,7 @@ func (h timeHarness) run(t *testing.T, seed uint64) harnessResult {
 	if err := job.Wait(); err != nil {
 		t.Fatalf("seed %d: job failed: %v (faults fired: %v)", seed, err, plan.fired)
 	}
-	if lost, dup := multisetDiff(h.want(), sink.Results()); len(lost)+len(dup) > 0 {
+	if lost, dup := multiset.Diff(h.want(), sink.Results()); len(lost)+len(dup) > 0 {
 		t.Fatalf("seed %d: exactly-once violated: %d lost (e.g. %v), %d duplicated (e.g. %v); faults fired: %v",
 			seed, len(lost), lost[:min(5, len(lost))], len(dup), dup[:min(5, len(dup))], plan.fired)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/weirstream/weir/connectors/collect"
 	"github.com/weirstream/weir/connectors/datagen"
 	"github.com/weirstream/weir/internal/storage"
+	"github.com/weirstream/weir/internal/testutil/multiset"
 )
 
 // joinEvent is a record of either side of the join tests.
@@ -83,7 +84,7 @@ func TestIntervalJoinMatchesReference(t *testing.T) {
 						t.Fatal(err)
 					}
 					want := joinReference(n, b.lower, b.upper)
-					if lost, dup := multisetDiff(want, sink.Results()); len(lost)+len(dup) > 0 {
+					if lost, dup := multiset.Diff(want, sink.Results()); len(lost)+len(dup) > 0 {
 						t.Fatalf("%d pairs expected, %d got: %d missing (e.g. %v), %d extra (e.g. %v)",
 							len(want), len(sink.Results()), len(lost), lost[:min(5, len(lost))], len(dup), dup[:min(5, len(dup))])
 					}
@@ -205,7 +206,7 @@ func runJoinHarness(t *testing.T, backend, jobID string, seed int, plan *faultPl
 	if err := job.Wait(); err != nil {
 		t.Fatalf("job failed: %v (faults fired %v)", err, plan.fired)
 	}
-	if lost, dup := multisetDiff(want, sink.Results()); len(lost)+len(dup) > 0 {
+	if lost, dup := multiset.Diff(want, sink.Results()); len(lost)+len(dup) > 0 {
 		t.Fatalf("exactly-once violated: %d lost (e.g. %v), %d duplicated (e.g. %v); faults fired %v",
 			len(lost), lost[:min(5, len(lost))], len(dup), dup[:min(5, len(dup))], plan.fired)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/weirstream/weir/connectors/collect"
 	"github.com/weirstream/weir/connectors/datagen"
 	"github.com/weirstream/weir/internal/storage"
+	"github.com/weirstream/weir/internal/testutil/multiset"
 	"github.com/weirstream/weir/state"
 )
 
@@ -135,7 +136,7 @@ func runOperatorStateHarness(t *testing.T, seed uint64) {
 		t.Fatalf("seed %d: job failed: %v (faults fired: %v)", seed, err, plan.fired)
 	}
 	got := sink.Results()
-	if lost, dup := multisetDiff(osWantEnriched(records), got); len(lost)+len(dup) > 0 {
+	if lost, dup := multiset.Diff(osWantEnriched(records), got); len(lost)+len(dup) > 0 {
 		t.Fatalf("seed %d: exactly-once violated: %d lost (e.g. %v), %d duplicated (e.g. %v); faults fired: %v",
 			seed, len(lost), lost[:min(5, len(lost))], len(dup), dup[:min(5, len(dup))], plan.fired)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/weirstream/weir/connectors/datagen"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/storage"
+	"github.com/weirstream/weir/internal/testutil/multiset"
 	"github.com/weirstream/weir/state"
 )
 
@@ -112,7 +113,7 @@ func spSameMultiset(t *testing.T, what string, got, want []string) {
 // whether the multisets are equal.
 func spSameMultisetErr(t *testing.T, what string, got, want []string) bool {
 	t.Helper()
-	missing, extra := multisetDiff(want, got)
+	missing, extra := multiset.Diff(want, got)
 	if len(missing) == 0 && len(extra) == 0 {
 		return true
 	}

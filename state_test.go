@@ -11,6 +11,7 @@ import (
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/connectors/collect"
 	"github.com/weirstream/weir/connectors/datagen"
+	"github.com/weirstream/weir/internal/testutil/multiset"
 	"github.com/weirstream/weir/state"
 )
 
@@ -130,7 +131,7 @@ func runStateKinds(t *testing.T, backend string) weir.CheckpointSummary {
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		// The difference as multisets: a row committed twice shows.
-		missing, extra := multisetDiff(want, got)
+		missing, extra := multiset.Diff(want, got)
 		t.Fatalf("got %d results, want %d (restored from checkpoint %d)\nnot wanted: %v\nmissing:    %v", len(got), len(want), sum.Restored, extra, missing)
 	}
 	return sum

@@ -10,6 +10,7 @@ import (
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/connectors/collect"
 	"github.com/weirstream/weir/connectors/datagen"
+	"github.com/weirstream/weir/internal/testutil/multiset"
 )
 
 // windowJoinReference joins the events of joinSide by key and sliding
@@ -60,7 +61,7 @@ func TestWindowJoinMatchesReference(t *testing.T) {
 				if len(want) == 0 {
 					t.Fatal("the reference joins nothing")
 				}
-				if lost, dup := multisetDiff(want, sink.Results()); len(lost)+len(dup) > 0 {
+				if lost, dup := multiset.Diff(want, sink.Results()); len(lost)+len(dup) > 0 {
 					t.Fatalf("%d pairs expected, %d got: %d missing (e.g. %v), %d extra (e.g. %v)",
 						len(want), len(sink.Results()), len(lost), lost[:min(5, len(lost))], len(dup), dup[:min(5, len(dup))])
 				}
@@ -122,7 +123,7 @@ func TestCoGroupWindows(t *testing.T) {
 			oneSided++
 		}
 	}
-	if lost, dup := multisetDiff(want, sink.Results()); len(lost)+len(dup) > 0 {
+	if lost, dup := multiset.Diff(want, sink.Results()); len(lost)+len(dup) > 0 {
 		t.Fatalf("%d missing (e.g. %v), %d extra (e.g. %v)", len(lost), lost[:min(5, len(lost))], len(dup), dup[:min(5, len(dup))])
 	}
 	if oneSided == 0 {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/examples/wordcount"
+	"github.com/weirstream/weir/internal/testutil/multiset"
 )
 
 // wordLines returns n lines of words and the exactly-once output of the
@@ -37,27 +37,6 @@ func wordLines(n int, seed uint64) (lines, want []string) {
 		lines = append(lines, strings.Join(ws, " "))
 	}
 	return lines, sorted(want)
-}
-
-func diff(got, want []string) (missing, extra []string) {
-	n := map[string]int{}
-	for _, w := range want {
-		n[w]++
-	}
-	for _, g := range got {
-		n[g]--
-	}
-	for k, v := range n {
-		for ; v > 0; v-- {
-			missing = append(missing, k)
-		}
-		for ; v < 0; v++ {
-			extra = append(extra, k)
-		}
-	}
-	slices.Sort(missing)
-	slices.Sort(extra)
-	return missing, extra
 }
 
 // runWordCount runs the word count from topic "in" to topic "out" of c as
@@ -93,7 +72,7 @@ func runWordCount(t *testing.T, c *kfake.Cluster, fail func(n int64), sinkClient
 func checkExactlyOnce(t *testing.T, c *kfake.Cluster, want []string) {
 	t.Helper()
 	got := consume(t, c, "out", true)
-	if missing, extra := diff(got, want); len(missing)+len(extra) > 0 {
+	if missing, extra := multiset.Diff(want, got); len(missing)+len(extra) > 0 {
 		t.Fatalf("read_committed: %d records, want %d: %d lost (%v), %d duplicated (%v)",
 			len(got), len(want), len(missing), missing[:min(5, len(missing))], len(extra), extra[:min(5, len(extra))])
 	}
