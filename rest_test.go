@@ -726,9 +726,12 @@ func TestRESTStopWithDrain(t *testing.T) {
 			}
 			t.Cleanup(func() { job.Cancel(); job.Wait() })
 			base := serveREST(t, job)
-			eventually(t, "records to reach the window", func() bool {
+			// Enough records for every key to have reached the window: the
+			// rate limiter's first batches can be a record or two, and a
+			// stop right after the first would leave a key without a window.
+			eventually(t, "records of every key to reach the window", func() bool {
 				d := getJSON[rest.JobDetailsInfo](t, base+"/jobs/"+id)
-				return len(d.Vertices) == 2 && d.Vertices[1].Metrics.ReadRecords > 0
+				return len(d.Vertices) == 2 && d.Vertices[1].Metrics.ReadRecords >= 300
 			})
 			code, b := call(t, "POST", base+"/jobs/"+id+"/stop", fmt.Sprintf(`{"targetDirectory": %q, "drain": %v}`, dir, drain))
 			if code != http.StatusAccepted {
