@@ -262,4 +262,3 @@ func TestJobDiscoveryRestoreEveryCheckpointRescaled(t *testing.T) {
 	}
 	t.Logf("%d of %d checkpoints restored at parallelisms 1, 3, 4; by partitions held: %v", len(restores), len(paths), held)
 }
-
