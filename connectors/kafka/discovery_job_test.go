@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connectors/collect"
 	"github.com/weirstream/weir/internal/jobmaster"
 	"github.com/weirstream/weir/internal/storage"
@@ -154,11 +155,7 @@ func TestJobDiscoveryRestoreEveryCheckpointRescaled(t *testing.T) {
 	opts.Checkpointing.RetainOnCancel = true
 	env := weir.NewEnvironment(opts)
 	o := SourceOptions{Brokers: c.ListenAddrs(), Topics: []string{"in"}, ConnectTimeout: 5 * time.Second,
-		BatchSize: 20, DiscoveryInterval: 20 * time.Millisecond,
-		// The client reads a partition it is given once its metadata
-		// knows it (refreshed at most every 5 s by default) and the fetch
-		// in flight returns (after up to 5 s without data by default).
-		ClientOptions: []kgo.Opt{kgo.MetadataMinAge(10 * time.Millisecond), kgo.FetchMaxWait(50 * time.Millisecond)}}
+		BatchSize: 20, DiscoveryInterval: 20 * time.Millisecond}
 	out := collect.New[string]()
 	env.FromSource("in", NewSource(o, String())).UID("in").
 		Map("slow", func(s string) string {
@@ -261,4 +258,68 @@ func TestJobDiscoveryRestoreEveryCheckpointRescaled(t *testing.T) {
 		t.Fatalf("checkpoints by the number of partitions they hold: %v; want some taken before partitions were added and some after", held)
 	}
 	t.Logf("%d of %d checkpoints restored at parallelisms 1, 3, 4; by partitions held: %v", len(restores), len(paths), held)
+}
+
+// TestSourceDiscoversTopicsOfPattern: a topic created while the reader
+// runs that TopicPattern matches is read from its start; one it does not
+// match is not; partitions added to a read topic are read.
+func TestSourceDiscoversTopicsOfPattern(t *testing.T) {
+	c := newCluster(t, 2, "events.a", "other")
+	produce(t, c, "events.a", 2, "a1", "a2")
+	o := SourceOptions{Brokers: c.ListenAddrs(), TopicPattern: `events\..*`, ConnectTimeout: 5 * time.Second,
+		DiscoveryInterval: 20 * time.Millisecond}
+	src := NewSource(o, String())
+	splits, err := src.Splits(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newReader(t, src, splits)
+	var e sliceEmitter[string]
+	if _, err := pollUntil(r, &e, 2); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(newClient(t, c))
+	for topic, parts := range map[string]int32{"events.b": 3, "other.b": 1} {
+		resp, err := adm.CreateTopic(t.Context(), parts, 1, nil, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			t.Fatalf("create topic %s: %v", topic, err)
+		}
+	}
+	produce(t, c, "events.b", 3, "b1", "b2", "b3")
+	produce(t, c, "other", 2, "x1")
+	produce(t, c, "other.b", 1, "x2")
+	if _, err := pollUntil(r, &e, 5); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := adm.CreatePartitions(t.Context(), 1, "events.a"); err != nil || resp.Error() != nil {
+		t.Fatalf("create a partition of events.a: %v, %v", err, resp.Error())
+	}
+	cl := kafkatest.Client(t, c.ListenAddrs(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produceTo(t, cl, "events.a", 2, 0, 2)
+	if _, err := pollUntil(r, &e, 7); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if st, err := r.Poll(&e); err != nil || st == connector.EndOfInput {
+		t.Fatalf("Poll: %v, %v", st, err)
+	}
+	want := []string{"a1", "a2", "b1", "b2", "b3", partitionValue(2, 0), partitionValue(2, 1)}
+	if got := sorted(e.recs); !slices.Equal(got, sorted(want)) {
+		t.Fatalf("read %q, want %q", got, sorted(want))
+	}
+	snap, err := r.Snapshot(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, sp := range snap {
+		ids = append(ids, sp.ID)
+	}
+	slices.Sort(ids)
+	if w := []string{"events.a/0", "events.a/1", "events.a/2", "events.b/0", "events.b/1", "events.b/2"}; !slices.Equal(ids, w) {
+		t.Fatalf("snapshot holds %v, want %v", ids, w)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirstream/weir/connector"
 )
@@ -591,14 +592,22 @@ func (r *reader[T]) start() error {
 		}
 		assign[t][ps.split.Partition] = kgo.NewOffset().At(ps.next)
 	}
-	cl, err := kgo.NewClient(r.opts.clientOpts(
+	own := []kgo.Opt{
 		kgo.ConsumePartitions(assign),
 		kgo.FetchIsolationLevel(iso),
 		// Control records (transaction markers) come through so that
 		// the position moves past them: a partition whose last records
 		// before its stop offset are markers still finishes.
 		kgo.KeepControlRecords(),
-	)...)
+	}
+	if r.claims != nil {
+		// A discovered partition is read once the client's metadata
+		// knows it and the fetch in flight returns: with franz-go's
+		// defaults (5 s each) that takes up to 10 s; these are the Java
+		// consumer's (fetch.max.wait.ms 500 ms), as a Flink user has them.
+		own = append(own, kgo.FetchMaxWait(500*time.Millisecond), kgo.MetadataMinAge(500*time.Millisecond))
+	}
+	cl, err := kgo.NewClient(r.opts.clientOpts(own...)...)
 	if err != nil {
 		return fmt.Errorf("kafka source: %w", err)
 	}
@@ -695,39 +704,49 @@ func (r *reader[T]) discover(ctx context.Context, seen map[string]bool) {
 }
 
 // listNew lists the partitions of the source's topics that this reader
-// owns and has not seen, with their earliest offsets.
+// owns and has not seen, with their earliest offsets. The listing is a
+// metadata request of its own: kadm's listings may answer from the
+// client's cache, which knows only the topics the client reads.
 func (r *reader[T]) listNew(ctx context.Context, seen map[string]bool) ([]foundPartition, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.ConnectTimeout)
 	defer cancel()
 	o := r.opts
+	req := kmsg.NewPtrMetadataRequest()
+	var re *regexp.Regexp
 	if o.TopicPattern != "" {
-		if err := resolveTopics(ctx, r.adm, &o); err != nil {
-			return nil, err
+		re = regexp.MustCompile("^(?:" + o.TopicPattern + ")$") // checked by Validate
+		req.Topics = nil                                        // every topic
+	} else {
+		for _, t := range o.Topics {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(t)
+			req.Topics = append(req.Topics, rt)
 		}
 	}
-	if len(o.Topics) == 0 {
-		return nil, nil
-	}
-	md, err := r.adm.Metadata(ctx, o.Topics...)
+	resp, err := req.RequestWith(ctx, r.cl)
 	if err != nil {
-		return nil, fmt.Errorf("list the partitions of %s on %s: %v", strings.Join(o.Topics, ","), o.brokers(), err)
+		return nil, fmt.Errorf("list the partitions of the topics on %s: %v", o.brokers(), err)
 	}
 	var found []foundPartition
 	var topics []string
-	for _, t := range o.Topics {
-		d, ok := md.Topics[t]
-		if !ok || d.Err != nil {
+	for _, mt := range resp.Topics {
+		if mt.Topic == nil || mt.ErrorCode != 0 || mt.IsInternal {
 			continue // deleted, or not there yet: the readers of its partitions fail on their own
 		}
-		for p := range d.Partitions {
-			id := splitID(t, p)
+		t := *mt.Topic
+		if !slices.Contains(o.Topics, t) && (re == nil || !re.MatchString(t)) {
+			continue
+		}
+		added := false
+		for _, mp := range mt.Partitions {
+			id := splitID(t, mp.Partition)
 			if seen[id] || !r.owner(id) {
 				continue
 			}
-			if len(topics) == 0 || topics[len(topics)-1] != t {
-				topics = append(topics, t)
+			if !added {
+				topics, added = append(topics, t), true
 			}
-			found = append(found, foundPartition{split: partitionSplit{Topic: t, Partition: p, Stop: -1}})
+			found = append(found, foundPartition{split: partitionSplit{Topic: t, Partition: mp.Partition, Stop: -1}})
 		}
 	}
 	if len(found) == 0 {
