@@ -16,6 +16,15 @@
 // its Sink implements Committer: records written between two checkpoints become
 // visible only when the checkpoint that pre-committed them completes.
 //
+// # Splits found at run time
+//
+// A source whose splits appear while the job runs (Kafka partitions, files
+// of a watched directory) implements SplitDiscoverer: its readers discover
+// splits themselves, and one owner rule, applied by the runtime to the
+// splits of the first start and of every restore and by each reader to
+// what it discovers (SplitClaims), makes every split be read by exactly
+// one subtask at any parallelism.
+//
 // A restore from a checkpoint older than others that completed (a fallback
 // past a damaged one, an older checkpoint or savepoint given by path) would
 // repeat what the newer ones committed. A Committer that owns its output
