@@ -16,6 +16,13 @@
 // its Sink implements Committer: records written between two checkpoints become
 // visible only when the checkpoint that pre-committed them completes.
 //
+// A restore from a checkpoint older than others that completed (a fallback
+// past a damaged one, an older checkpoint or savepoint given by path) would
+// repeat what the newer ones committed. A Committer that owns its output
+// implements RollbackCommitter and undoes it; for one that cannot (Kafka,
+// NATS), the runtime refuses such a restore unless the job allows repeated
+// output.
+//
 // # Splits found at run time
 //
 // A source whose splits appear while the job runs (Kafka partitions, files
@@ -24,11 +31,4 @@
 // splits of the first start and of every restore and by each reader to
 // what it discovers (SplitClaims), makes every split be read by exactly
 // one subtask at any parallelism.
-//
-// A restore from a checkpoint older than others that completed (a fallback
-// past a damaged one, an older checkpoint or savepoint given by path) would
-// repeat what the newer ones committed. A Committer that owns its output
-// implements RollbackCommitter and undoes it; for one that cannot (Kafka,
-// NATS), the runtime refuses such a restore unless the job allows repeated
-// output.
 package connector
