@@ -98,7 +98,11 @@
 // longer allows atomic publish. A checkpoint of up to AtomicBatchSize
 // records per subtask is thus all-or-nothing; a larger one is published as
 // several batches, each all-or-nothing and deduplicated on its own.
-// SinkOptions.Atomic turns this off or requires it.
+// A batch during which the connection to the server was lost (a server
+// restart: the reply to its commit may never come) is published again at
+// once under a new batch ID, which its message ID makes harmless, instead
+// of waiting out SinkOptions.AckTimeout. SinkOptions.Atomic turns atomic
+// batches off or requires them.
 //
 // A commit cannot be undone: published messages stay in the stream. (The
 // runtime's contract for sinks whose commits cannot be undone is being

@@ -161,6 +161,33 @@ type sinkConn struct {
 	js     jetstream.JetStream
 	stream string
 	atomic bool
+	lost   *lostSignal // fires when the connection is lost
+}
+
+// lostSignal is a channel closed when the connection is lost, and
+// replaced by a new one then.
+type lostSignal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newLostSignal() *lostSignal { return &lostSignal{ch: make(chan struct{})} }
+
+// current returns the channel the next loss of the connection closes.
+func (l *lostSignal) current() <-chan struct{} {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ch
+}
+
+func (l *lostSignal) fire() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	close(l.ch)
+	l.ch = make(chan struct{})
 }
 
 // Check connects, verifies that the subject belongs to a stream and
@@ -189,7 +216,9 @@ func (s *Sink[T]) acquire(ctx context.Context) (*sinkConn, error) {
 	}
 	opts := s.opts
 	opts.EnsureDefaults()
-	nc, err := connect(s.url, opts.ConnectTimeout, "weir sink "+s.subject)
+	lost := newLostSignal()
+	nc, err := connect(s.url, opts.ConnectTimeout, "weir sink "+s.subject,
+		nats.DisconnectErrHandler(func(*nats.Conn, error) { lost.fire() }))
 	if err != nil {
 		return nil, fmt.Errorf("nats sink: %w", err)
 	}
@@ -198,6 +227,7 @@ func (s *Sink[T]) acquire(ctx context.Context) (*sinkConn, error) {
 		nc.Close()
 		return nil, err
 	}
+	c.lost = lost
 	s.conn, s.refs = c, 1
 	return c, nil
 }
@@ -611,14 +641,30 @@ const (
 // (Version 1 committables give msgID instead: an ID on every message.) A
 // batch the stream holds already is rejected whole, which is success
 // here.
+//
+// A batch during which the connection was lost (a server restart: the
+// reply to its commit may never come) is published again, under a new
+// batch ID, for as long as AckTimeout allows: its message ID makes the
+// repeat harmless if the first one was stored after all.
 func (s *Sink[T]) publishAtomic(ctx context.Context, c *sinkConn, opts *SinkOptions, msgs []Message, size int, msgID, batchID func(int) string) error {
 	for from := 0; from < len(msgs); from += size {
-		if err := s.publishBatch(ctx, c, opts, msgs, from, min(len(msgs), from+size), msgID, batchID); err != nil {
-			return err
+		to := min(len(msgs), from+size)
+		deadline := time.Now().Add(opts.AckTimeout)
+		for {
+			err := s.publishBatch(ctx, c, opts, msgs, from, to, msgID, batchID)
+			if !errors.Is(err, errConnLost) || time.Now().After(deadline) || ctx.Err() != nil {
+				if err != nil {
+					return err
+				}
+				break
+			}
 		}
 	}
 	return nil
 }
+
+// errConnLost: the connection was lost while a batch was published.
+var errConnLost = errors.New("the connection to the server was lost during the batch")
 
 // publishBatch publishes msgs[from:to] as one atomic batch.
 func (s *Sink[T]) publishBatch(ctx context.Context, c *sinkConn, opts *SinkOptions, msgs []Message, from, to int, msgID, batchID func(int) string) error {
@@ -626,6 +672,7 @@ func (s *Sink[T]) publishBatch(ctx context.Context, c *sinkConn, opts *SinkOptio
 	if err != nil {
 		return err
 	}
+	lost := c.lost.current()
 	// One header map and message for the whole batch: PublishMsg encodes
 	// them before it returns.
 	h := make(nats.Header, 8)
@@ -664,8 +711,23 @@ func (s *Sink[T]) publishBatch(ctx context.Context, c *sinkConn, opts *SinkOptio
 		}
 		h["Nats-Batch-Commit"] = []string{"1"}
 		rctx, cancel := context.WithTimeout(ctx, opts.AckTimeout)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			select {
+			case <-lost:
+				cancel()
+			case <-rctx.Done():
+			}
+		}()
 		resp, err := c.nc.RequestMsgWithContext(rctx, &nm)
 		cancel()
+		<-done
+		select {
+		case <-lost:
+			return fmt.Errorf("atomic batch %s: %w", bid, errConnLost)
+		default:
+		}
 		if err != nil {
 			return fmt.Errorf("commit atomic batch %s: %w", bid, err)
 		}
