@@ -54,6 +54,11 @@ import (
 // aborts, the registry deletes the materialization's new files and the
 // task drops it (the next checkpoints refer to the previous
 // materialization and its segments, kept until a newer one is confirmed).
+// A background materialization reuses the data files of the confirmed
+// checkpoint's materialization; if a checkpoint with a newer one completes
+// while it uploads (two checkpoints under way each took a materialization
+// of their own), the base no longer lists those files and the registry may
+// delete them: it is then dropped, never referred to.
 // Segments are reused only once a checkpoint listing them completed; a
 // segment uploaded for a checkpoint that did not complete is uploaded
 // again, under another name, by the next one.
