@@ -642,7 +642,10 @@ func (jm *JobMaster) onAck(now int64, ack *runtime.TaskAck) {
 		jm.coord.Decline(now, ack.ID, task, err.Error())
 		return
 	}
-	jm.sharedAck(ack)
+	if err := jm.sharedAck(ack); err != nil {
+		jm.coord.Decline(now, ack.ID, task, err.Error())
+		return
+	}
 	jm.stats.acked(ack.ID, SubtaskStats{
 		Task: ack.Task, AckTime: jm.opts.Now(), Sync: ack.Sync, Async: ack.Async,
 		Alignment: ack.Alignment, StartDelay: ack.StartDelay, StateSize: ack.StateSize, CheckpointedSize: ack.CheckpointedSize,
