@@ -9,7 +9,6 @@ import (
 	"slices"
 
 	"github.com/weirstream/weir/internal/checkpoint"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/internal/storage"
 )
 
@@ -255,16 +254,16 @@ func (jm *JobMaster) sharedInit(ctx context.Context, recovered []checkpoint.Comp
 			jm.shared.reg.Pin(refs)
 		}
 	}
-	jm.sweepShared(ctx)
+	jm.sweepShared()
 }
 
 // sweepShared deletes the files of shared/ that no retained checkpoint
 // lists: only when no task runs and nothing is pending.
-func (jm *JobMaster) sweepShared(ctx context.Context) {
+func (jm *JobMaster) sweepShared() {
 	if jm.shared.noSweep != "" {
 		return
 	}
-	names, err := jm.opts.Storage.List(ctx, jm.cs.SharedDir())
+	names, err := bounded(jm, func(ctx context.Context) ([]string, error) { return jm.opts.Storage.List(ctx, jm.cs.SharedDir()) })
 	if err != nil {
 		jm.log.Warn("shared state: cannot list shared files", "err", err)
 		return
@@ -274,10 +273,10 @@ func (jm *JobMaster) sweepShared(ctx context.Context) {
 
 // sharedAck records the shared files and bases of an acknowledgement of a
 // checkpoint (savepoints never list shared files).
-func (jm *JobMaster) sharedAck(ack *runtime.TaskAck) {
-	opts := jm.targets[ack.ID]
+func (jm *JobMaster) sharedAck(ack Acknowledge) {
+	opts := jm.targets[ack.Checkpoint]
 	if opts == nil {
-		opts = jm.ended[ack.ID] // a late acknowledgement: its uploads are released at once
+		opts = jm.ended[ack.Checkpoint] // a late acknowledgement: its uploads are released at once
 	}
 	if opts == nil || opts.Kind != checkpoint.KindCheckpoint {
 		return
@@ -292,20 +291,20 @@ func (jm *JobMaster) sharedAck(ack *runtime.TaskAck) {
 			}
 			refs, err := storage.HandleSharedRefs(opts.Dir, h)
 			if err != nil {
-				jm.log.Warn("shared state: bad path in an acknowledgement", "checkpoint", ack.ID, "task", ack.Task, "err", err)
+				jm.log.Warn("shared state: bad path in an acknowledgement", "checkpoint", ack.Checkpoint, "task", ack.Task, "err", err)
 				continue
 			}
 			files = append(files, refs...)
 			base, hasBase = min(base, h.Base), true
 		}
 	}
-	jm.shared.reg.Ack(ack.ID, ack.Task, files, base, hasBase)
+	jm.shared.reg.Ack(ack.Checkpoint, ack.Task, files, base, hasBase)
 }
 
 // deleteShared deletes shared files the registry released.
 func (jm *JobMaster) deleteShared(names []string) {
 	for _, name := range names {
-		if err := jm.opts.Storage.Delete(context.Background(), name); err != nil {
+		if err := boundedErr(jm, func(ctx context.Context) error { return jm.opts.Storage.Delete(ctx, name) }); err != nil {
 			jm.log.Warn("shared state: could not delete a shared file", "file", name, "err", err)
 		}
 	}

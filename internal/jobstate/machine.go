@@ -104,7 +104,9 @@ func (m *Machine) Accepts(attempt int) bool {
 	return attempt == m.attempt && m.live() && !m.ending
 }
 
-func (m *Machine) live() bool { return m.state == Running || m.state == Finishing || m.state == Stopping }
+func (m *Machine) live() bool {
+	return m.state == Running || m.state == Finishing || m.state == Stopping
+}
 
 // Event is an input of Step.
 type Event interface{ event() }
@@ -293,12 +295,18 @@ func (ArmStopGrace) String() string           { return "arm-stop-grace" }
 func (a CancelTasks) String() string {
 	return fmt.Sprintf("cancel-tasks cause=%q stop=%t", errString(a.Cause), a.Stop)
 }
-func (a Settle) String() string              { return fmt.Sprintf("settle err=%q", errString(a.Err)) }
-func (a ConsultRestart) String() string      { return fmt.Sprintf("consult-restart err=%q", errString(a.Err)) }
-func (a ArmRestartTimer) String() string     { return fmt.Sprintf("arm-restart-timer delay=%dms", a.DelayMs) }
-func (a ResolveRestartPoint) String() string { return fmt.Sprintf("resolve-restart-point quick=%t ever-completed=%t", a.Quick, a.EverCompleted) }
-func (DiscardRetained) String() string       { return "discard-retained" }
-func (a End) String() string                 { return fmt.Sprintf("end %s err=%q", a.State, errString(a.Err)) }
+func (a Settle) String() string { return fmt.Sprintf("settle err=%q", errString(a.Err)) }
+func (a ConsultRestart) String() string {
+	return fmt.Sprintf("consult-restart err=%q", errString(a.Err))
+}
+func (a ArmRestartTimer) String() string {
+	return fmt.Sprintf("arm-restart-timer delay=%dms", a.DelayMs)
+}
+func (a ResolveRestartPoint) String() string {
+	return fmt.Sprintf("resolve-restart-point quick=%t ever-completed=%t", a.Quick, a.EverCompleted)
+}
+func (DiscardRetained) String() string { return "discard-retained" }
+func (a End) String() string           { return fmt.Sprintf("end %s err=%q", a.State, errString(a.Err)) }
 
 func errString(err error) string {
 	if err == nil {
