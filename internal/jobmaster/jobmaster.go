@@ -958,6 +958,7 @@ func (jm *JobMaster) trigger(d checkpoint.TriggerCheckpoint) {
 // stopGrace is how long the tasks of a job stopped with a savepoint may
 // take to end before they are cancelled.
 const stopGrace = time.Second
+
 // idBlock is how many checkpoint ids one write of the id counter reserves.
 const idBlock = 100
 

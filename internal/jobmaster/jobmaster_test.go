@@ -138,10 +138,10 @@ func (g *fakeGateway) Deploy(ctx context.Context, req DeployRequest, l Listener)
 }
 
 func (g *fakeGateway) TriggerCheckpoint(req TriggerRequest) { g.calls <- req }
-func (g *fakeGateway) NotifyComplete(n Notification)       { g.calls <- completeCall{n} }
-func (g *fakeGateway) NotifyAborted(n Notification)        { g.calls <- abortCall{n} }
-func (g *fakeGateway) FinishSources(attempt int)           { g.calls <- finishCall{attempt} }
-func (g *fakeGateway) StopTasks(attempt int)               { g.calls <- stopCall{attempt} }
+func (g *fakeGateway) NotifyComplete(n Notification)        { g.calls <- completeCall{n} }
+func (g *fakeGateway) NotifyAborted(n Notification)         { g.calls <- abortCall{n} }
+func (g *fakeGateway) FinishSources(attempt int)            { g.calls <- finishCall{attempt} }
+func (g *fakeGateway) StopTasks(attempt int)                { g.calls <- stopCall{attempt} }
 
 // Cancel ends the attempt as the runtime does: every task returns the cause.
 func (g *fakeGateway) Cancel(req CancelRequest) {
