@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/jobstate"
 	"github.com/weirstream/weir/internal/restart"
 	"github.com/weirstream/weir/internal/storage"
 )
@@ -503,5 +504,63 @@ func TestOptions(t *testing.T) {
 	}
 	if _, err := New(Options{Storage: storage.NewMemoryStore()}, nil); err == nil {
 		t.Fatal("New accepted no gateway")
+	}
+}
+
+// TestBoundedEnd: the source reads all its input; the final checkpoint is
+// taken, then (only then) the sources are let go, and the job finishes.
+func TestBoundedEnd(t *testing.T) {
+	h := start(t, Options{Checkpoint: checkpoint.Options{Timeout: 60_000}})
+	next[DeployRequest](t, h.gw)
+	h.gw.report(SourceFinished{Attempt: 0, Task: "a"})
+	tr := next[TriggerRequest](t, h.gw)
+	h.gw.ack(0, "a", tr.Checkpoint)
+	h.gw.ack(0, "b", tr.Checkpoint)
+	if n := next[completeCall](t, h.gw); n.Checkpoint != tr.Checkpoint {
+		t.Fatalf("notify complete = %+v", n)
+	}
+	if f := next[finishCall](t, h.gw); f.attempt != 0 {
+		t.Fatalf("finish for attempt %d", f.attempt)
+	}
+	h.gw.report(AttemptEnded{Attempt: 0})
+	select {
+	case err := <-h.done:
+		h.done <- err
+		if err != nil {
+			t.Fatalf("Run = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job did not finish")
+	}
+}
+
+// TestStopWithSavepointGrace: the savepoint of a stop completes, the tasks
+// are told to stop and do not end; after the grace period on the injected
+// clock they are cancelled, and the job counts as stopped (Run nil).
+func TestStopWithSavepointGrace(t *testing.T) {
+	h := start(t, Options{Checkpoint: checkpoint.Options{Timeout: 60_000}})
+	next[DeployRequest](t, h.gw)
+	dir := t.TempDir()
+	sp := async(func() (string, error) { return h.jm.TriggerSavepoint(context.Background(), dir, true) })
+	tr := next[TriggerRequest](t, h.gw)
+	h.gw.ack(0, "a", tr.Checkpoint)
+	h.gw.ack(0, "b", tr.Checkpoint)
+	if r := wait(t, sp); r.err != nil || !strings.HasSuffix(r.v, tr.Dir) {
+		t.Fatalf("savepoint = %q, %v; want one ending in %s", r.v, r.err, tr.Dir)
+	}
+	next[stopCall](t, h.gw)
+	h.waitTimer()
+	h.clock.Advance(stopGrace)
+	if c := next[CancelRequest](t, h.gw); !errors.Is(c.Err, jobstate.ErrStopped) {
+		t.Fatalf("cancel = %+v, want the stop's", c)
+	}
+	select {
+	case err := <-h.done:
+		h.done <- err
+		if err != nil {
+			t.Fatalf("Run = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the job did not stop")
 	}
 }
