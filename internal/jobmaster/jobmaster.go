@@ -462,7 +462,7 @@ func (jm *JobMaster) exec(ctx context.Context, acts []jobstate.Action) {
 			stopTimer(jm.stopGrace)
 			jm.stopGrace = jm.clock.NewTimer(stopGrace)
 		case jobstate.CancelTasks:
-			if !a.Stop {
+			if !a.Stop && !errors.Is(a.Cause, jobstate.ErrCancelled) {
 				jm.log.Error("failing the job", "reason", a.Cause)
 			}
 			jm.gateway.Cancel(CancelRequest{Attempt: attempt, Reason: a.Cause.Error(), Err: a.Cause})

@@ -417,7 +417,7 @@ func (m *Machine) Step(e Event, now int64) []Action {
 			return m.cancelled0()
 		case m.live() && !m.ending && !m.cancelled:
 			m.cancelled = true
-			return []Action{CancelTasks{Cause: errCancelled}}
+			return []Action{CancelTasks{Cause: ErrCancelled}}
 		}
 		return nil
 	case StopGraceExpired:
@@ -457,7 +457,8 @@ func (m *Machine) Step(e Event, now int64) []Action {
 	panic(fmt.Sprintf("jobstate: unknown event %T", e))
 }
 
-var errCancelled = errors.New("job cancelled")
+// ErrCancelled is the cause of CancelTasks when the job is cancelled.
+var ErrCancelled = errors.New("job cancelled")
 
 // deploy starts attempt n with a clean slate.
 func (m *Machine) deploy(n int) []Action {
