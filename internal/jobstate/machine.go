@@ -85,6 +85,7 @@ type Machine struct {
 	everDone   bool  // a checkpoint completed in this job at some point
 	runErr     error // the error of the last failed attempt, while restarting
 	consulting bool  // ConsultRestart is out, RestartDecided not in
+	deploying  bool  // Deploy is out, Deployed or DeployFailed not in
 }
 
 // New returns a machine in state Created.
@@ -325,6 +326,9 @@ var ErrStopped = errors.New("job stopped with a savepoint")
 // (a late report) returns no action.
 func (m *Machine) Step(e Event, now int64) []Action {
 	_ = now
+	if m.state.Terminal() {
+		return nil // nothing moves an ended job
+	}
 	switch e := e.(type) {
 	case Start:
 		if m.state != Created || m.attempt >= 0 {
@@ -332,16 +336,18 @@ func (m *Machine) Step(e Event, now int64) []Action {
 		}
 		return m.deploy(0)
 	case Deployed:
-		if m.state != Created && m.state != Restarting {
+		if !m.deploying {
 			return nil
 		}
+		m.deploying = false
 		m.sources = e.Sources
 		m.moveTo(Running)
 		return nil
 	case DeployFailed:
-		if m.state != Created && m.state != Restarting {
+		if !m.deploying {
 			return nil
 		}
+		m.deploying = false
 		if e.JobCancelled {
 			return m.cancelled0()
 		}
@@ -463,6 +469,7 @@ var ErrCancelled = errors.New("job cancelled")
 // deploy starts attempt n with a clean slate.
 func (m *Machine) deploy(n int) []Action {
 	m.attempt = n
+	m.deploying = true
 	m.sources = 0
 	m.finished = make(map[string]bool)
 	m.finalAsked, m.released, m.ending, m.cancelled = false, false, false, false
@@ -525,6 +532,7 @@ func (m *Machine) attemptEnded(e AttemptEnded) []Action {
 
 func (m *Machine) cancelled0() []Action {
 	m.moveTo(Cancelled)
+	m.consulting, m.deploying = false, false
 	var acts []Action
 	if !m.opts.RetainOnCancel {
 		acts = append(acts, DiscardRetained{})
@@ -534,6 +542,7 @@ func (m *Machine) cancelled0() []Action {
 
 func (m *Machine) fail(err error) []Action {
 	m.moveTo(Failed)
+	m.consulting, m.deploying = false, false
 	return []Action{End{State: Failed, Err: err}}
 }
 
