@@ -298,7 +298,7 @@ func (b *inbox) take() []Report {
 // allows, until it finishes, is stopped with a savepoint, is cancelled
 // through ctx, or fails for good.
 func (jm *JobMaster) Run(ctx context.Context) error {
-	defer jm.metaWG.Wait() // bounded: every metadata write is (bounded)
+	defer jm.metaWG.Wait() // returns within Options.StorageTimeout: every write is bounded
 	if err := jm.prepare(ctx); err != nil {
 		return err
 	}
