@@ -9,7 +9,6 @@ import (
 	"slices"
 
 	"github.com/weirstream/weir/internal/checkpoint"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/internal/storage"
 )
 
@@ -294,16 +293,16 @@ func (jm *JobMaster) sharedInit(ctx context.Context, recovered []checkpoint.Comp
 			jm.shared.reg.Pin(refs)
 		}
 	}
-	jm.sweepShared(ctx)
+	jm.sweepShared()
 }
 
 // sweepShared deletes the files of shared/ that no retained checkpoint
 // lists: only when no task runs and nothing is pending.
-func (jm *JobMaster) sweepShared(ctx context.Context) {
+func (jm *JobMaster) sweepShared() {
 	if jm.shared.noSweep != "" {
 		return
 	}
-	names, err := jm.opts.Storage.List(ctx, jm.cs.SharedDir())
+	names, err := bounded(jm, func(ctx context.Context) ([]string, error) { return jm.opts.Storage.List(ctx, jm.cs.SharedDir()) })
 	if err != nil {
 		jm.log.Warn("shared state: cannot list shared files", "err", err)
 		return
@@ -316,11 +315,11 @@ func (jm *JobMaster) sweepShared(ctx context.Context) {
 // recording nothing, when the acknowledgement of a pending checkpoint
 // lists a shared file already deleted: the checkpoint must then be
 // declined, not completed without its state.
-func (jm *JobMaster) sharedAck(ack *runtime.TaskAck) error {
-	opts := jm.targets[ack.ID]
+func (jm *JobMaster) sharedAck(ack Acknowledge) error {
+	opts := jm.targets[ack.Checkpoint]
 	late := opts == nil
 	if late {
-		opts = jm.ended[ack.ID] // a late acknowledgement: its uploads are released at once
+		opts = jm.ended[ack.Checkpoint] // a late acknowledgement: its uploads are released at once
 	}
 	if opts == nil || opts.Kind != checkpoint.KindCheckpoint {
 		return nil
@@ -335,7 +334,7 @@ func (jm *JobMaster) sharedAck(ack *runtime.TaskAck) error {
 			}
 			refs, err := storage.HandleSharedRefs(opts.Dir, h)
 			if err != nil {
-				jm.log.Warn("shared state: bad path in an acknowledgement", "checkpoint", ack.ID, "task", ack.Task, "err", err)
+				jm.log.Warn("shared state: bad path in an acknowledgement", "checkpoint", ack.Checkpoint, "task", ack.Task, "err", err)
 				continue
 			}
 			files = append(files, refs...)
@@ -344,17 +343,17 @@ func (jm *JobMaster) sharedAck(ack *runtime.TaskAck) error {
 	}
 	if gone := jm.shared.reg.Gone(files); len(gone) > 0 && !late {
 		jm.log.Error("shared state: an acknowledgement lists shared files already deleted; declining the checkpoint",
-			"checkpoint", ack.ID, "task", ack.Task, "files", gone)
+			"checkpoint", ack.Checkpoint, "task", ack.Task, "files", gone)
 		return fmt.Errorf("its state refers to shared file(s) %v, deleted earlier as referenced by no checkpoint (a bug in the keyed state's reuse of files)", gone)
 	}
-	jm.shared.reg.Ack(ack.ID, ack.Task, files, base, hasBase)
+	jm.shared.reg.Ack(ack.Checkpoint, ack.Task, files, base, hasBase)
 	return nil
 }
 
 // deleteShared deletes shared files the registry released.
 func (jm *JobMaster) deleteShared(names []string) {
 	for _, name := range names {
-		if err := jm.opts.Storage.Delete(context.Background(), name); err != nil {
+		if err := boundedErr(jm, func(ctx context.Context) error { return jm.opts.Storage.Delete(ctx, name) }); err != nil {
 			jm.log.Warn("shared state: could not delete a shared file", "file", name, "err", err)
 		}
 	}
