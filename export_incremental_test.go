@@ -1,6 +1,10 @@
 package weir
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/weirstream/weir/internal/statebackend/incremental"
+)
 
 // IncrementalRestore says how one operator instance restored incremental
 // state: handles linked from its local copy, handles downloaded.
@@ -24,8 +28,8 @@ func SetIncrementalRestoreHook(o *Options, f func(IncrementalRestore)) {
 		testHooksOf(o).onRestore = nil
 		return
 	}
-	testHooksOf(o).onRestore = func(job, uid string, subtask int, st restoreStats) {
-		f(IncrementalRestore{Job: job, UID: uid, Subtask: subtask, Local: st.local, Downloaded: st.downloaded})
+	testHooksOf(o).onRestore = func(job, uid string, subtask int, st incremental.RestoreStats) {
+		f(IncrementalRestore{Job: job, UID: uid, Subtask: subtask, Local: st.Local, Downloaded: st.Downloaded})
 	}
 }
 

@@ -1,4 +1,4 @@
-package weir
+package incremental
 
 import (
 	"bytes"
@@ -14,7 +14,6 @@ import (
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/checkpoint"
-	"github.com/weirstream/weir/internal/jobmaster"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/internal/statebackend/pebble"
 	"github.com/weirstream/weir/internal/storage"
@@ -106,13 +105,11 @@ func restoreChangelogInto(t *testing.T, res incSizeResult, r keygroup.Range) *pe
 	t.Helper()
 	dir := t.TempDir()
 	b := newIncTestBackend(t, filepath.Join(dir, "b"), r)
-	env := &opEnv{uid: "restored", keyGroups: r, stateDir: dir}
-	from := &jobmaster.Restored{Metadata: &checkpoint.Metadata{ID: 99, Kind: checkpoint.KindCheckpoint}, Store: res.store, Dir: "job/chk-99"}
-	stats, err := newIncrementalState(env).restore(context.Background(), from, res.last.Keyed, filepath.Join(dir, "b"), b.RestoreNative, b.ReplayChangelog)
+	stats, err := newRestorer(t, b, dir, r).Restore(context.Background(), Source{ID: 99, Store: res.store, Dir: "job/chk-99"}, res.last.Keyed, filepath.Join(dir, "b"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stats.replayed == 0 || stats.downloaded != 1 {
+	if stats.Replayed == 0 || stats.Downloaded != 1 {
 		t.Fatalf("restore stats %+v: want one handle downloaded and its segments replayed", stats)
 	}
 	return b
@@ -205,9 +202,7 @@ func TestChangelogCorruptSegment(t *testing.T) {
 			dir := t.TempDir()
 			r := keygroup.Range{Start: 0, End: 128}
 			b := newIncTestBackend(t, filepath.Join(dir, "b"), r)
-			env := &opEnv{uid: "restored", keyGroups: r, stateDir: dir}
-			from := &jobmaster.Restored{Metadata: &checkpoint.Metadata{ID: 4, Kind: checkpoint.KindCheckpoint}, Store: res.store, Dir: "job/chk-4"}
-			_, err := newIncrementalState(env).restore(ctx, from, res.last.Keyed, filepath.Join(dir, "b"), b.RestoreNative, b.ReplayChangelog)
+			_, err := newRestorer(t, b, dir, r).Restore(ctx, Source{ID: 4, Store: res.store, Dir: "job/chk-4"}, res.last.Keyed, filepath.Join(dir, "b"))
 			if !errors.Is(err, storage.ErrCorruptState) && !errors.Is(err, storage.ErrNotFound) {
 				t.Fatalf("restore with a %s segment: %v, want ErrCorruptState or ErrNotFound", damage, err)
 			}
@@ -246,4 +241,16 @@ func writeObject(t *testing.T, s storage.Store, name string, data []byte) {
 	if err := w.Commit(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// newRestorer returns the lifecycle of a new instance for the key groups r
+// on backend b, to restore into it.
+func newRestorer(t *testing.T, b *pebble.Backend[string], dir string, r keygroup.Range) *Lifecycle {
+	t.Helper()
+	lc, err := New(context.Background(), b, Options{Groups: r, LocalDir: filepath.Join(dir, "local", "restored-0"), Prefix: "restored-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lc.Close)
+	return lc
 }
