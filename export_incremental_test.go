@@ -3,6 +3,8 @@ package weir
 import (
 	"sync/atomic"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/weirstream/weir/internal/statebackend/incremental"
 )
 
@@ -60,3 +62,8 @@ func OnKeyedOpen(o *Options, f func(KeyedStateProbe)) {
 		f(KeyedStateProbe{UID: uid, Subtask: subtask, Pending: pending})
 	}
 }
+
+// SetLocalFS makes the incremental lifecycle of the job of o (native
+// checkpoints, changelog, local recovery, restores) reach the local disk
+// through fs, to inject local-disk errors.
+func SetLocalFS(o *Options, fs vfs.FS) { testHooksOf(o).localFS = fs }

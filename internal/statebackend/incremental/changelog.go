@@ -56,6 +56,10 @@ type changelogState struct {
 	// aborted, the first segment its asynchronous part may read: the local
 	// segments from there on stay until it is known done.
 	inUse map[int64]int64
+	// resetAt is the first segment of the current log: a materialization
+	// cut before it (the log failed and started over since) is never
+	// referred to again, its log has a hole.
+	resetAt int64
 
 	mu       sync.Mutex
 	pending  map[int64]*clCheckpoint
@@ -101,6 +105,40 @@ func (s *changelogState) snapshot(b Backend, id int64, t Target) (Snapshot, erro
 		return Snapshot{}, fmt.Errorf("changelog checkpoint %d: %w", id, err)
 	}
 	fs := s.inc.fs
+	// Cut the log at the barrier, after the writes still in the backend's
+	// write-back cache reached the database (and the log).
+	if err := b.FlushWriteCache(); err != nil {
+		return fail(err)
+	}
+	if s.log != nil {
+		seg, err := b.CutChangelog()
+		switch {
+		case err != nil:
+			// A log with a hole in it cannot be replayed: drop it, and
+			// start over from a materialization taken now.
+			s.logger.Warn("changelog: the local log failed; this checkpoint materializes the state and a new log starts", "checkpoint", id, "err", err)
+			s.resetLog(b)
+		case seg.Size > 0:
+			s.local = append(s.local, seg)
+		default:
+			_ = fs.Remove(seg.Path)
+		}
+	}
+	if s.log == nil {
+		if s.resetAt == 0 {
+			if err := fs.RemoveAll(s.logDir()); err != nil {
+				return fail(err)
+			}
+		}
+		log, err := pebble.OpenChangelog(fs, s.logDir(), s.resetAt)
+		if err != nil {
+			return fail(err)
+		}
+		s.log = log
+		b.SetChangelog(log)
+	}
+	cut := s.log.Seq()
+
 	s.mu.Lock()
 	ready, bgErr := s.ready, s.bgErr
 	s.bgErr = nil
@@ -113,47 +151,24 @@ func (s *changelogState) snapshot(b Backend, id int64, t Target) (Snapshot, erro
 	if bgErr != nil {
 		s.logger.Warn("changelog: a background materialization failed; the next one is tried at the next trigger", "err", bgErr)
 	}
+	if ready != nil && !s.usable(ready) {
+		s.deleteFresh(ready) // taken before the log failed: the log after it has a hole
+		ready = nil
+	}
 
-	// The materialization this checkpoint refers to.
+	// The materialization this checkpoint refers to: one whose log since
+	// its cut is all here.
 	var mat *materialization
 	syncMat := false
 	switch {
 	case ready != nil:
 		mat = ready
 		s.inflight, s.inflightBy = ready, id
-	case s.confirmed != nil && s.confirmed.mat.store == t.Store:
+	case s.confirmed != nil && s.confirmed.mat.store == t.Store && s.usable(s.confirmed.mat):
 		mat = s.confirmed.mat
 	default:
 		syncMat = true
 	}
-
-	// Cut the log at the barrier, after the writes still in the backend's
-	// write-back cache reached the database (and the log).
-	if err := b.FlushWriteCache(); err != nil {
-		return fail(err)
-	}
-	if s.log == nil {
-		if err := fs.RemoveAll(s.logDir()); err != nil {
-			return fail(err)
-		}
-		log, err := pebble.OpenChangelog(fs, s.logDir(), 0)
-		if err != nil {
-			return fail(err)
-		}
-		s.log = log
-		b.SetChangelog(log)
-	} else {
-		seg, err := b.CutChangelog()
-		if err != nil {
-			return fail(err)
-		}
-		if seg.Size > 0 {
-			s.local = append(s.local, seg)
-		} else {
-			_ = fs.Remove(seg.Path)
-		}
-	}
-	cut := s.log.Seq()
 
 	// The reuse base: the files of the last checkpoint known complete.
 	var baseID int64
@@ -252,6 +267,25 @@ func (s *changelogState) snapshot(b Backend, id int64, t Target) (Snapshot, erro
 	}, nil
 }
 
+// usable reports whether the log since m's cut is whole.
+func (s *changelogState) usable(m *materialization) bool { return m.cut >= s.resetAt }
+
+// resetLog drops the failed log: the next one starts after its segments
+// (the closed ones stay while checkpoints under way read them).
+func (s *changelogState) resetLog(b Backend) {
+	b.SetChangelog(nil)
+	s.resetAt = s.log.Seq() + 1
+	_ = s.log.Close()
+	s.log = nil
+}
+
+// deleteFresh deletes the objects m uploaded, referred to by nothing.
+func (s *changelogState) deleteFresh(m *materialization) {
+	for _, o := range m.fresh {
+		_ = m.store.Delete(s.ctx, o)
+	}
+}
+
 func (s *changelogState) takeNative(b Backend, id int64, dir string) error {
 	if err := s.inc.fs.MkdirAll(s.inc.localDir, 0o755); err != nil {
 		return fmt.Errorf("local state directory: %w", err)
@@ -267,7 +301,7 @@ func (s *changelogState) takeNative(b Backend, id int64, dir string) error {
 // checkpoint id when one is due and none is under way or waiting.
 func (s *changelogState) maybeMaterialize(b Backend, id, cut int64, store storage.Store, sharedDir string) {
 	c := s.confirmed
-	if c == nil || c.mat.store != store || s.inflight != nil {
+	if c == nil || c.mat.store != store || s.inflight != nil || !s.usable(c.mat) {
 		return
 	}
 	s.mu.Lock()
