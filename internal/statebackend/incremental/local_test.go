@@ -183,3 +183,34 @@ func incTestSetKey(b *pebble.Backend[string], i, maxPar int) {
 	k := fmt.Sprint("key-", i)
 	b.SetCurrentKey(k, keygroup.Of(codec.String().Append(nil, k), maxPar))
 }
+
+// TestUnwritableLocalDir: a local directory that cannot be created (a
+// file is in the way) fails the snapshot, in both modes, with an error
+// naming the path; nothing is uploaded.
+func TestUnwritableLocalDir(t *testing.T) {
+	for _, changelog := range []bool{false, true} {
+		t.Run(fmt.Sprint("changelog=", changelog), func(t *testing.T) {
+			dir := t.TempDir()
+			groups := keygroup.Range{Start: 0, End: 8}
+			if err := os.WriteFile(filepath.Join(dir, "local"), []byte("not a directory"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			b := newIncTestBackend(t, filepath.Join(dir, "db"), groups)
+			opts := Options{Groups: groups, LocalDir: filepath.Join(dir, "local", "op-0"), Prefix: "op-0"}
+			opts.Changelog.Enabled = changelog
+			lc, err := New(context.Background(), b, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lc.Close()
+			store := storage.NewMemoryStore()
+			_, err = lc.Snapshot(1, Target{Store: store, Dir: "job/chk-1"})
+			if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "local")) {
+				t.Fatalf("snapshot with an unwritable local directory: %v; want an error naming %s", err, filepath.Join(dir, "local"))
+			}
+			if names, _ := store.List(context.Background(), ""); len(names) != 0 {
+				t.Fatalf("uploaded %v", names)
+			}
+		})
+	}
+}
