@@ -105,39 +105,10 @@ func (s *changelogState) snapshot(b Backend, id int64, t Target) (Snapshot, erro
 		return Snapshot{}, fmt.Errorf("changelog checkpoint %d: %w", id, err)
 	}
 	fs := s.inc.fs
-	// Cut the log at the barrier, after the writes still in the backend's
-	// write-back cache reached the database (and the log).
-	if err := b.FlushWriteCache(); err != nil {
+	cut, err := s.cutLog(b, id)
+	if err != nil {
 		return fail(err)
 	}
-	if s.log != nil {
-		seg, err := b.CutChangelog()
-		switch {
-		case err != nil:
-			// A log with a hole in it cannot be replayed: drop it, and
-			// start over from a materialization taken now.
-			s.logger.Warn("changelog: the local log failed; this checkpoint materializes the state and a new log starts", "checkpoint", id, "err", err)
-			s.resetLog(b)
-		case seg.Size > 0:
-			s.local = append(s.local, seg)
-		default:
-			_ = fs.Remove(seg.Path)
-		}
-	}
-	if s.log == nil {
-		if s.resetAt == 0 {
-			if err := fs.RemoveAll(s.logDir()); err != nil {
-				return fail(err)
-			}
-		}
-		log, err := pebble.OpenChangelog(fs, s.logDir(), s.resetAt)
-		if err != nil {
-			return fail(err)
-		}
-		s.log = log
-		b.SetChangelog(log)
-	}
-	cut := s.log.Seq()
 
 	s.mu.Lock()
 	ready, bgErr := s.ready, s.bgErr
@@ -205,59 +176,8 @@ func (s *changelogState) snapshot(b Backend, id int64, t Target) (Snapshot, erro
 
 	return Snapshot{
 		Async: func(ctx context.Context, st *checkpoint.SubtaskState) (int64, error) {
-			var written int64
-			m := mat
-			if syncMat {
-				var err error
-				m, written, err = s.inc.uploadMaterialization(ctx, syncDir, baseData, t.Store, sharedDir, fmt.Sprintf("m%d", id))
-				if err != nil {
-					return 0, fmt.Errorf("changelog checkpoint %d: materialization: %w", id, err)
-				}
-				m.id, m.cut = id, cut
-				s.mu.Lock()
-				s.matBytes += written
-				s.mu.Unlock()
-			}
-			cp := &clCheckpoint{id: id, mat: m, segs: make(map[int64]checkpoint.StateFile, len(segs))}
-			files := slices.Clone(m.files)
-			h := checkpoint.KeyedStateHandle{Backend: checkpoint.IncrementalBackend, StartGroup: s.inc.groups.Start, EndGroup: s.inc.groups.End,
-				Base: baseID, Changelog: len(segs)}
-			uploads := make([]checkpoint.StateFile, len(segs))
-			var mu sync.Mutex
-			err := s.inc.parallel(ctx, len(segs), func(ctx context.Context, i int) error {
-				seg := segs[i]
-				if f, ok := baseSegs[seg.Seq]; ok {
-					uploads[i] = f
-					return nil
-				}
-				object := path.Join(sharedDir, fmt.Sprintf("%s-%s-c%d-%s", s.inc.prefix, s.inc.instance, id, pebble.ChangelogSegmentName(seg.Seq)))
-				size, crc, err := s.inc.uploadFile(ctx, t.Store, object, seg.Path)
-				if err != nil {
-					return err
-				}
-				uploads[i] = checkpoint.StateFile{Name: pebble.ChangelogSegmentName(seg.Seq), Path: sharedPath(object),
-					Size: size, CRC: crc, Shared: true}
-				mu.Lock()
-				written += size
-				mu.Unlock()
-				return nil
-			})
-			if err != nil {
-				return 0, fmt.Errorf("changelog checkpoint %d: upload the log: %w", id, err)
-			}
-			for i, seg := range segs {
-				cp.segs[seg.Seq] = uploads[i]
-			}
-			files = append(files, uploads...)
-			for _, f := range files {
-				h.Size += f.Size
-			}
-			h.Files = files
-			st.Keyed = append(st.Keyed, h)
-			s.mu.Lock()
-			s.pending[id] = cp
-			s.mu.Unlock()
-			return written, nil
+			return s.upload(ctx, st, clUpload{id: id, target: t, sharedDir: sharedDir, mat: mat, syncDir: syncDir, cut: cut,
+				segs: segs, baseID: baseID, baseData: baseData, baseSegs: baseSegs})
 		},
 		Release: func() {
 			if syncDir != "" {
@@ -265,6 +185,119 @@ func (s *changelogState) snapshot(b Backend, id int64, t Target) (Snapshot, erro
 			}
 		},
 	}, nil
+}
+
+// cutLog cuts the log at the barrier of checkpoint id, after the writes
+// still in the backend's write-back cache reached the database (and the
+// log), and returns the first segment after the cut. The first cut, and
+// the first after the log failed, opens a new log.
+func (s *changelogState) cutLog(b Backend, id int64) (int64, error) {
+	fs := s.inc.fs
+	if err := b.FlushWriteCache(); err != nil {
+		return 0, err
+	}
+	if s.log != nil {
+		seg, err := b.CutChangelog()
+		switch {
+		case err != nil:
+			// A log with a hole in it cannot be replayed: drop it, and
+			// start over from a materialization taken now.
+			s.logger.Warn("changelog: the local log failed; this checkpoint materializes the state and a new log starts", "checkpoint", id, "err", err)
+			s.resetLog(b)
+		case seg.Size > 0:
+			s.local = append(s.local, seg)
+		default:
+			_ = fs.Remove(seg.Path)
+		}
+	}
+	if s.log == nil {
+		if s.resetAt == 0 {
+			if err := fs.RemoveAll(s.logDir()); err != nil {
+				return 0, err
+			}
+		}
+		log, err := pebble.OpenChangelog(fs, s.logDir(), s.resetAt)
+		if err != nil {
+			return 0, err
+		}
+		s.log = log
+		b.SetChangelog(log)
+	}
+	return s.log.Seq(), nil
+}
+
+// clUpload is what the asynchronous part of a changelog checkpoint
+// uploads and lists.
+type clUpload struct {
+	id        int64
+	target    Target
+	sharedDir string
+	mat       *materialization // nil: syncDir holds a materialization to upload
+	syncDir   string
+	cut       int64
+	segs      []pebble.ChangelogSegment // the log since mat's cut
+	baseID    int64
+	baseData  map[string]sharedFile
+	baseSegs  map[int64]checkpoint.StateFile
+}
+
+// upload is the asynchronous part of a changelog checkpoint: the
+// synchronous materialization if it took one, the segments its base does
+// not hold; it appends the handle to st and returns the bytes uploaded.
+func (s *changelogState) upload(ctx context.Context, st *checkpoint.SubtaskState, u clUpload) (int64, error) {
+	var written int64
+	m := u.mat
+	if u.syncDir != "" {
+		var err error
+		m, written, err = s.inc.uploadMaterialization(ctx, u.syncDir, u.baseData, u.target.Store, u.sharedDir, fmt.Sprintf("m%d", u.id))
+		if err != nil {
+			return 0, fmt.Errorf("changelog checkpoint %d: materialization: %w", u.id, err)
+		}
+		m.id, m.cut = u.id, u.cut
+		s.mu.Lock()
+		s.matBytes += written
+		s.mu.Unlock()
+	}
+	cp := &clCheckpoint{id: u.id, mat: m, segs: make(map[int64]checkpoint.StateFile, len(u.segs))}
+	files := slices.Clone(m.files)
+	h := checkpoint.KeyedStateHandle{Backend: checkpoint.IncrementalBackend, StartGroup: s.inc.groups.Start, EndGroup: s.inc.groups.End,
+		Base: u.baseID, Changelog: len(u.segs)}
+	uploads := make([]checkpoint.StateFile, len(u.segs))
+	var mu sync.Mutex
+	err := s.inc.parallel(ctx, len(u.segs), func(ctx context.Context, i int) error {
+		seg := u.segs[i]
+		if f, ok := u.baseSegs[seg.Seq]; ok {
+			uploads[i] = f
+			return nil
+		}
+		object := path.Join(u.sharedDir, fmt.Sprintf("%s-%s-c%d-%s", s.inc.prefix, s.inc.instance, u.id, pebble.ChangelogSegmentName(seg.Seq)))
+		size, crc, err := s.inc.uploadFile(ctx, u.target.Store, object, seg.Path)
+		if err != nil {
+			return err
+		}
+		uploads[i] = checkpoint.StateFile{Name: pebble.ChangelogSegmentName(seg.Seq), Path: sharedPath(object),
+			Size: size, CRC: crc, Shared: true}
+		mu.Lock()
+		written += size
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("changelog checkpoint %d: upload the log: %w", u.id, err)
+	}
+	for i, seg := range u.segs {
+		cp.segs[seg.Seq] = uploads[i]
+	}
+	files = append(files, uploads...)
+	for _, f := range files {
+		h.Size += f.Size
+	}
+	h.Files = files
+	st.Keyed = append(st.Keyed, h)
+	s.mu.Lock()
+	s.pending[u.id] = cp
+	s.mu.Unlock()
+	return written, nil
 }
 
 // usable reports whether the log since m's cut is whole.
