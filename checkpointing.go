@@ -32,7 +32,7 @@ type restoredState struct {
 	// open reads a keyed-state handle, checking its size and checksum.
 	open func(h checkpoint.KeyedStateHandle) ([]byte, error)
 	// from is the checkpoint restored: incremental handles' files are
-	// read from there (checkpointing_incremental.go).
+	// read from there (internal/statebackend/incremental).
 	from *jobmaster.Restored
 }
 

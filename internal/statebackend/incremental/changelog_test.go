@@ -1,4 +1,4 @@
-package weir
+package incremental
 
 import (
 	"bytes"
@@ -15,9 +15,7 @@ import (
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/checkpoint"
-	"github.com/weirstream/weir/internal/jobmaster"
 	"github.com/weirstream/weir/internal/keygroup"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/internal/statebackend/pebble"
 	"github.com/weirstream/weir/internal/storage"
 )
@@ -108,13 +106,11 @@ func restoreChangelogInto(t *testing.T, res incSizeResult, r keygroup.Range) *pe
 	t.Helper()
 	dir := t.TempDir()
 	b := newIncTestBackend(t, filepath.Join(dir, "b"), r)
-	env := &opEnv{uid: "restored", keyGroups: r, stateDir: dir}
-	from := &jobmaster.Restored{Metadata: &checkpoint.Metadata{ID: 99, Kind: checkpoint.KindCheckpoint}, Store: res.store, Dir: "job/chk-99"}
-	stats, err := newIncrementalState(env).restore(context.Background(), from, res.last.Keyed, filepath.Join(dir, "b"), b.RestoreNative, b.ReplayChangelog)
+	stats, err := newRestorer(t, b, dir, r).Restore(context.Background(), Source{ID: 99, Store: res.store, Dir: "job/chk-99"}, res.last.Keyed, filepath.Join(dir, "b"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stats.replayed == 0 || stats.downloaded != 1 {
+	if stats.Replayed == 0 || stats.Downloaded != 1 {
 		t.Fatalf("restore stats %+v: want one handle downloaded and its segments replayed", stats)
 	}
 	return b
@@ -207,9 +203,7 @@ func TestChangelogCorruptSegment(t *testing.T) {
 			dir := t.TempDir()
 			r := keygroup.Range{Start: 0, End: 128}
 			b := newIncTestBackend(t, filepath.Join(dir, "b"), r)
-			env := &opEnv{uid: "restored", keyGroups: r, stateDir: dir}
-			from := &jobmaster.Restored{Metadata: &checkpoint.Metadata{ID: 4, Kind: checkpoint.KindCheckpoint}, Store: res.store, Dir: "job/chk-4"}
-			_, err := newIncrementalState(env).restore(ctx, from, res.last.Keyed, filepath.Join(dir, "b"), b.RestoreNative, b.ReplayChangelog)
+			_, err := newRestorer(t, b, dir, r).Restore(ctx, Source{ID: 4, Store: res.store, Dir: "job/chk-4"}, res.last.Keyed, filepath.Join(dir, "b"))
 			if !errors.Is(err, storage.ErrCorruptState) && !errors.Is(err, storage.ErrNotFound) {
 				t.Fatalf("restore with a %s segment: %v, want ErrCorruptState or ErrNotFound", damage, err)
 			}
@@ -279,15 +273,17 @@ func TestChangelogReusesOnlyItsBase(t *testing.T) {
 			v.Update(fmt.Sprint("value-", i, pad))
 		}
 	}
-	env := &opEnv{uid: "reuse", keyGroups: keygroup.Range{Start: 0, End: maxPar}, stateDir: dir}
-	cl := newChangelogState(env, newIncrementalState(env), ChangelogOptions{Enabled: true, MaterializationInterval: time.Nanosecond})
-	t.Cleanup(cl.close)
+	lc, err := New(context.Background(), b, Options{Groups: keygroup.Range{Start: 0, End: maxPar}, LocalDir: filepath.Join(dir, "local", "reuse-0"), Prefix: "reuse-0",
+		Changelog: ChangelogOptions{Enabled: true, MaterializationInterval: time.Nanosecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lc.Close)
 	store := storage.NewMemoryStore()
 	handles := map[int64]checkpoint.KeyedStateHandle{}
 	take := func(id int64) {
 		t.Helper()
-		opts := &runtime.BarrierOptions{Kind: checkpoint.KindCheckpoint, Store: store, Dir: fmt.Sprint("job/chk-", id)}
-		snap, err := cl.snapshot(b, id, opts)
+		snap, err := lc.Snapshot(id, Target{Store: store, Dir: fmt.Sprint("job/chk-", id)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,12 +301,12 @@ func TestChangelogReusesOnlyItsBase(t *testing.T) {
 	take(1)
 	write(20_000, 20_100)
 	take(2)
-	cl.complete(1)
+	lc.NotifyComplete(1)
 	write(20_100, 20_200)
 	take(3) // starts a background materialization on top of 1's
-	cl.bg.Wait()
-	cl.complete(2)
-	cl.complete(3)
+	lc.cl.bg.Wait()
+	lc.NotifyComplete(2)
+	lc.NotifyComplete(3)
 	write(20_200, 20_300)
 	take(4)
 	reused := 0
@@ -340,4 +336,16 @@ func TestChangelogReusesOnlyItsBase(t *testing.T) {
 			}
 		}
 	}
+}
+
+// newRestorer returns the lifecycle of a new instance for the key groups r
+// on backend b, to restore into it.
+func newRestorer(t *testing.T, b *pebble.Backend[string], dir string, r keygroup.Range) *Lifecycle {
+	t.Helper()
+	lc, err := New(context.Background(), b, Options{Groups: r, LocalDir: filepath.Join(dir, "local", "restored-0"), Prefix: "restored-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lc.Close)
+	return lc
 }
