@@ -264,6 +264,9 @@ func (jm *JobManager) watch() {
 	}
 }
 
+// deregistered is the reason of dropLocked for a TaskManager that left.
+const deregistered = "deregistered"
+
 // dropLocked removes an instance with its slots and ends its stream.
 func (jm *JobManager) dropLocked(instance, reason string) {
 	m, ok := jm.instances[instance]
@@ -278,6 +281,11 @@ func (jm *JobManager) dropLocked(instance, reason string) {
 	jm.slots.Remove(instance)
 	if m.endStream != nil {
 		m.endStream(errors.New(reason))
+	}
+	if reason == deregistered {
+		jm.opts.Logger.Info("TaskManager deregistered", "taskmanager", m.req.ResourceId, "instance", instance,
+			"taskmanagers", len(jm.instances), "slots", jm.slots.Total())
+		return
 	}
 	jm.opts.Logger.Warn("TaskManager lost", "taskmanager", m.req.ResourceId, "instance", instance, "reason", reason,
 		"taskmanagers", len(jm.instances), "slots", jm.slots.Total())
@@ -392,7 +400,7 @@ func (jm *JobManager) Heartbeat(stream pb.JobManager_HeartbeatServer) error {
 			gone := jm.instances[m.instance] != m
 			if !gone && !jm.closed && stream.Context().Err() != nil {
 				// The TaskManager's end of the stream went away.
-				jm.dropLocked(m.instance, "control connection broke: "+stream.Context().Err().Error())
+				jm.dropLocked(m.instance, "control connection broke")
 			}
 			jm.mu.Unlock()
 			if gone && stream.Context().Err() == nil {
@@ -417,11 +425,7 @@ func (jm *JobManager) Deregister(_ context.Context, req *pb.DeregisterRequest) (
 	_, ok := jm.instances[req.InstanceId]
 	ok = ok && req.Session == jm.session
 	if ok {
-		reason := "deregistered"
-		if req.Reason != "" {
-			reason += ": " + req.Reason
-		}
-		jm.dropLocked(req.InstanceId, reason)
+		jm.dropLocked(req.InstanceId, deregistered)
 	}
 	return &pb.DeregisterReply{Session: jm.session, Removed: ok}, nil
 }

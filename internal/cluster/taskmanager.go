@@ -331,7 +331,10 @@ func (tm *TaskManager) register(ctx context.Context, client pb.JobManagerClient)
 // attached reports whether a heartbeat request arrived on the stream.
 func (tm *TaskManager) heartbeat(ctx context.Context, client pb.JobManagerClient, hb heartbeatConfig) (attached bool, again string, err error) {
 	session, instance, _ := tm.Registration()
-	sctx, cancel := context.WithCancel(ctx)
+	// The stream outlives ctx by the deregistration, so that the
+	// JobManager hears the TaskManager leave rather than its connection
+	// break.
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	stream, err := client.Heartbeat(sctx)
 	if err != nil {
@@ -375,6 +378,7 @@ func (tm *TaskManager) heartbeat(ctx context.Context, client pb.JobManagerClient
 	for {
 		select {
 		case <-ctx.Done():
+			tm.deregister(client, tm.opts.Logger.With("taskmanager", tm.opts.ResourceID))
 			return attached, "", ctx.Err()
 		case r := <-in:
 			if r.err != nil {
