@@ -209,7 +209,9 @@ func (f *File) Apply(fs *pflag.FlagSet, command string) error { return f.apply(f
 // ApplyShared is Apply for the cluster's role commands (weir jobmanager,
 // weir taskmanager), which share one file: a Cluster key the command has
 // no flag for belongs to the other role and is skipped.
-func (f *File) ApplyShared(fs *pflag.FlagSet, command string) error { return f.apply(fs, command, true) }
+func (f *File) ApplyShared(fs *pflag.FlagSet, command string) error {
+	return f.apply(fs, command, true)
+}
 
 func (f *File) apply(fs *pflag.FlagSet, command string, shared bool) error {
 	// Host and Port keys share one host:port flag: gather its parts first.
