@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -32,7 +33,12 @@ type roleProc struct {
 // each of want (in any order), with the first submatch of each.
 func startRole(t *testing.T, env []string, args []string, want ...string) (*roleProc, []string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
+	return startRoleCmd(t, exec.Command(os.Args[0], args...), env, args, want...)
+}
+
+// startRoleCmd is startRole of cmd, which runs weir with args.
+func startRoleCmd(t *testing.T, cmd *exec.Cmd, env []string, args []string, want ...string) (*roleProc, []string) {
+	t.Helper()
 	cmd.Env = append(append(os.Environ(), "WEIR_TEST_MAIN=1"), env...)
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
@@ -366,4 +372,66 @@ func httpGet(t *testing.T, url string) string {
 		t.Fatalf("GET %s: %s %s", url, resp.Status, b)
 	}
 	return string(b)
+}
+
+// TestClusterPartition partitions a TaskManager from its JobManager: the
+// TaskManager runs in a network namespace of its own, joined to the host by
+// a veth pair, and the host's end is taken down. No connection breaks, so
+// only the heartbeat timeout finds it; once the link is up again the
+// TaskManager registers again. Needs root and ip(8); skipped otherwise.
+func TestClusterPartition(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real weir processes")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for ip netns")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs ip(8)")
+	}
+	t.Parallel()
+	n := os.Getpid() % 250
+	ns, host, peer := fmt.Sprintf("weirpart%d", os.Getpid()), fmt.Sprintf("wvh%d", os.Getpid()), fmt.Sprintf("wvp%d", os.Getpid())
+	hostIP, peerIP := fmt.Sprintf("10.231.%d.1", n), fmt.Sprintf("10.231.%d.2", n)
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	ip("netns", "add", ns)
+	t.Cleanup(func() {
+		exec.Command("ip", "link", "del", host).Run()
+		exec.Command("ip", "netns", "del", ns).Run()
+	})
+	ip("link", "add", host, "type", "veth", "peer", "name", peer)
+	ip("link", "set", peer, "netns", ns)
+	ip("addr", "add", hostIP+"/30", "dev", host)
+	ip("link", "set", host, "up")
+	ip("netns", "exec", ns, "ip", "addr", "add", peerIP+"/30", "dev", peer)
+	ip("netns", "exec", ns, "ip", "link", "set", peer, "up")
+	ip("netns", "exec", ns, "ip", "link", "set", "lo", "up")
+
+	// Not loopback addresses: the cluster token is required.
+	jm, got := startRole(t, nil, []string{"jobmanager", "--rpc-address", hostIP + ":0", "--rest-address", "127.0.0.1:0",
+		"--cluster-token", "part", "--heartbeat-interval", "100ms", "--heartbeat-timeout", "1s"},
+		`JobManager RPC on (\S+)`, `REST API on (http\S+)`)
+	rpc, url := got[0], got[1]
+	args := []string{"taskmanager", "--jobmanager", rpc, "--cluster-token", "part", "--data-address", peerIP + ":0"}
+	_, got = startRoleCmd(t, exec.Command("ip", append([]string{"netns", "exec", ns, os.Args[0]}, args...)...), nil, args,
+		`TaskManager (\S+) with`, `msg=registered`)
+	id := got[0]
+	waitTaskManagers(t, url, "registered across the veth", func(m map[string]rest.TaskManagerEntry) bool { _, ok := m[id]; return ok })
+
+	ip("link", "set", host, "down")
+	d := waitTaskManagers(t, url, "the partitioned TaskManager is dropped", func(m map[string]rest.TaskManagerEntry) bool { return len(m) == 0 })
+	t.Logf("partitioned TaskManager dropped after %v", d)
+	if d < 700*time.Millisecond {
+		t.Errorf("dropped after %v, before the 1s heartbeat timeout", d)
+	}
+	if log := jm.stderr.String(); !strings.Contains(log, "heartbeat timeout") {
+		t.Errorf("the JobManager's log does not say why:\n%s", log)
+	}
+	ip("link", "set", host, "up")
+	waitTaskManagers(t, url, "registered again after the partition healed", func(m map[string]rest.TaskManagerEntry) bool { _, ok := m[id]; return ok })
 }
