@@ -37,7 +37,11 @@ func TestKubernetesManifests(t *testing.T) {
 			t.Errorf("weir.yaml on weir %s: %v", role, err)
 		}
 	}
-	if got := func() string { c := newTaskManagerCommand(); file.ApplyShared(c.Flags(), "tm"); return c.Flags().Lookup("jobmanager").Value.String() }(); got != "weir-jobmanager:6123" {
+	if got := func() string {
+		c := newTaskManagerCommand()
+		file.ApplyShared(c.Flags(), "tm")
+		return c.Flags().Lookup("jobmanager").Value.String()
+	}(); got != "weir-jobmanager:6123" {
 		t.Errorf("the TaskManager's --jobmanager from weir.yaml is %q", got)
 	}
 	for _, name := range []string{"jobmanager", "taskmanager"} {

@@ -232,7 +232,7 @@ func TestJobManagerRestart(t *testing.T) {
 	jm := startJM(t, JobManagerOptions{})
 	addr := jm.Addr()
 	tm, _, _ := runTM(t, TaskManagerOptions{JobManager: addr, ResourceID: "tm1", Slots: 2})
-	eventually(t, "registered", func() bool { return len(jm.Members()) == 1 })
+	eventually(t, "registered and heartbeating", func() bool { return len(jm.Members()) == 1 && tm.Stats().Heartbeats > 0 })
 	old, _, _ := tm.Registration()
 	jm.Close()
 	time.Sleep(100 * time.Millisecond)
