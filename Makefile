@@ -12,12 +12,25 @@ GOFMT = $(shell GOTOOLCHAIN=$(GOTOOLCHAIN) $(GO) env GOROOT)/bin/gofmt
 # Packages whose goroutines talk to each other: tested with the race detector.
 RACE_PKGS := ./internal/runtime/... ./connectors/... ./codec/... .
 
-.PHONY: all build demo test ci test-short test-tcp vet fmt bench bench-pgo pgo nexmark clean
+.PHONY: all build demo test ci test-short test-tcp vet fmt bench bench-pgo pgo nexmark clean proto
 
 all: build test
 
+# A static binary (no cgo), as the container image needs: BENCHMARKS.md's
+# Cluster section measures what that costs pebble.
 build:
-	$(GO) build -o bin/weir ./cmd/weir
+	CGO_ENABLED=0 $(GO) build -o bin/weir ./cmd/weir
+
+# The control plane's Go code from proto/ (committed; needs protoc, and
+# installs the two plugins at the versions of google.golang.org/protobuf
+# and grpc that go.mod uses into out/protobin).
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+proto:
+	mkdir -p out/protobin
+	GOBIN=$(CURDIR)/out/protobin $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$$($(GO) list -m -f '{{.Version}}' google.golang.org/protobuf)
+	GOBIN=$(CURDIR)/out/protobin $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	PATH=$(CURDIR)/out/protobin:$$PATH protoc -I proto --go_out=. --go_opt=module=github.com/weirstream/weir \
+		--go-grpc_out=. --go-grpc_opt=module=github.com/weirstream/weir proto/weir/cluster/v1/cluster.proto
 
 demo: build
 	./bin/weir demo
