@@ -646,6 +646,7 @@ func (jm *JobMaster) onAck(now int64, ack *runtime.TaskAck) {
 	jm.stats.acked(ack.ID, SubtaskStats{
 		Task: ack.Task, AckTime: jm.opts.Now(), Sync: ack.Sync, Async: ack.Async,
 		Alignment: ack.Alignment, StartDelay: ack.StartDelay, StateSize: ack.StateSize, CheckpointedSize: ack.CheckpointedSize,
+		Unaligned: ack.Unaligned, PersistedData: ack.PersistedData,
 	})
 	jm.coord.Ack(now, ack.ID, task, checkpoint.TaskSnapshot{
 		StateSize: ack.StateSize, CheckpointedSize: ack.CheckpointedSize,
