@@ -1,7 +1,9 @@
 package weir_test
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -9,6 +11,9 @@ import (
 	"time"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/connectors/datagen"
+	"github.com/weirstream/weir/connectors/print"
+	"github.com/weirstream/weir/internal/rest"
 )
 
 // TestUnalignedOptionsValidate: the combinations Flink refuses (and the one
@@ -78,6 +83,113 @@ func TestExactlyOnceHarnessUnaligned(t *testing.T) {
 			t.Logf("%s, %d seeds: %d checkpoints completed, %d restarts, %d bytes of channel state", mode, seeds, ckpts, restarts, persisted)
 			if !t.Failed() && persisted == 0 {
 				t.Error("no completed checkpoint stored channel state: the barriers overtook nothing")
+			}
+		})
+	}
+}
+
+// backpressuredJob starts an unbounded job whose keyed consumer is about
+// 100 times slower than its source, with small batches so that a full
+// queue holds a few hundred records, and serves its REST API.
+func backpressuredJob(t *testing.T, id string, c weir.CheckpointOptions) (*weir.JobClient, string) {
+	t.Helper()
+	c.Timeout = time.Minute
+	opts := weir.Options{Parallelism: 2, JobID: id, Exchange: "local", BatchSize: 16, QueueSize: 4, Checkpointing: c}
+	env := weir.NewEnvironment(opts)
+	env.FromSource("numbers", datagen.Generator(-1, func(i int64) int64 { return i }).
+		WithOptions(datagen.Options{RecordsPerSecond: 20000, BatchSize: 16})).
+		KeyBy(func(i int64) int64 { return i % 10 }).
+		Reduce("slow", func(a, b int64) int64 {
+			time.Sleep(5 * time.Millisecond) // about 200 records a second per subtask
+			return a + b
+		}).
+		SinkTo("out", print.Sink(io.Discard, print.Options[int64]{}))
+	ctx, cancel := context.WithCancel(context.Background())
+	job, err := env.ExecuteAsync(ctx, id)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		job.Wait()
+	})
+	return job, serveREST(t, job) + "/jobs/" + id
+}
+
+// TestUnalignedUnderBackpressure: with the queues full, unaligned
+// checkpoints complete in a fraction of what an aligned barrier needs to
+// cross them, hold the records they overtook, and say so in the REST
+// statistics (is_unaligned, checkpoint_type, persisted_data per subtask);
+// savepoints of the same job stay aligned; with an aligned timeout a
+// checkpoint starts aligned and switches, and a long timeout keeps it
+// aligned.
+func TestUnalignedUnderBackpressure(t *testing.T) {
+	t.Parallel()
+	// An aligned barrier waits behind 2 full queues of 4x16 records per
+	// channel at ~200 records/s: about a second per hop.
+	for _, tt := range []struct {
+		name      string
+		timeout   time.Duration
+		unaligned bool // the checkpoint must end up unaligned
+	}{
+		{"unaligned", 0, true},
+		{"timeout switches", 20 * time.Millisecond, true},
+		{"timeout not reached", time.Minute, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			job, url := backpressuredJob(t, "bp-"+strings.ReplaceAll(tt.name, " ", "-"),
+				weir.CheckpointOptions{Unaligned: true, AlignedTimeout: tt.timeout})
+			time.Sleep(300 * time.Millisecond) // let the queues fill
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			start := time.Now()
+			id, err := job.TriggerCheckpoint(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(start)
+			det := getJSON[rest.CheckpointStatistics](t, fmt.Sprintf("%s/checkpoints/details/%d", url, id))
+			t.Logf("checkpoint %d took %v: is_unaligned=%v type=%s persisted=%d", id, took, det.IsUnaligned, det.CheckpointType, det.PersistedData)
+			if det.IsUnaligned != tt.unaligned {
+				t.Fatalf("checkpoint %d: is_unaligned %v, want %v", id, det.IsUnaligned, tt.unaligned)
+			}
+			if !tt.unaligned {
+				if det.CheckpointType != "CHECKPOINT" || det.PersistedData != 0 {
+					t.Fatalf("aligned checkpoint: type %q, persisted %d; want CHECKPOINT and 0", det.CheckpointType, det.PersistedData)
+				}
+				return
+			}
+			if det.CheckpointType != "UNALIGNED_CHECKPOINT" || det.PersistedData <= 0 {
+				t.Fatalf("unaligned checkpoint: type %q, persisted %d; want UNALIGNED_CHECKPOINT and > 0", det.CheckpointType, det.PersistedData)
+			}
+			var persisted int64
+			for vid := range det.Tasks {
+				sub := getJSON[rest.TaskCheckpointStatisticsWithSubtaskDetails](t, fmt.Sprintf("%s/checkpoints/details/%d/subtasks/%s", url, id, vid))
+				for _, s := range sub.Subtasks {
+					if s.CompletedSubtaskCheckpoint != nil {
+						persisted += s.Alignment.Persisted
+					}
+				}
+			}
+			if persisted != det.PersistedData {
+				t.Errorf("subtasks persisted %d bytes in all, the checkpoint says %d", persisted, det.PersistedData)
+			}
+			hist := getJSON[rest.CheckpointingStatistics](t, url+"/checkpoints")
+			if len(hist.History) == 0 || !hist.History[0].IsUnaligned || hist.Summary.PersistedData.Max <= 0 {
+				t.Errorf("history %+v / summary %+v: want the unaligned checkpoint with its persisted data", hist.History, hist.Summary.PersistedData)
+			}
+			if tt.timeout > 0 {
+				return
+			}
+			dir := t.TempDir()
+			if _, err := job.TriggerSavepoint(ctx, dir); err != nil {
+				t.Fatal(err)
+			}
+			hist = getJSON[rest.CheckpointingStatistics](t, url+"/checkpoints")
+			if sp := hist.History[0]; !sp.IsSavepoint || sp.IsUnaligned || sp.PersistedData != 0 || sp.CheckpointType != "SAVEPOINT" {
+				t.Errorf("savepoint %+v: want aligned (is_unaligned false, nothing persisted)", sp)
 			}
 		})
 	}
