@@ -194,3 +194,68 @@ func TestUnalignedUnderBackpressure(t *testing.T) {
 		})
 	}
 }
+
+// rescaleJob is backpressuredJob's pipeline at parallelism par, its
+// checkpoints in storage, restoring restore.
+func rescaleJob(t *testing.T, par int, storage, restore string) (*weir.JobClient, context.CancelFunc) {
+	t.Helper()
+	opts := weir.Options{Parallelism: par, JobID: "unaligned-rescale", Exchange: "local", BatchSize: 16, QueueSize: 4, Restore: restore,
+		Checkpointing: weir.CheckpointOptions{Unaligned: true, Storage: storage, RetainOnCancel: true, Timeout: time.Minute}}
+	env := weir.NewEnvironment(opts)
+	env.FromSource("numbers", datagen.Generator(-1, func(i int64) int64 { return i }).
+		WithOptions(datagen.Options{RecordsPerSecond: 20000, BatchSize: 16})).
+		KeyBy(func(i int64) int64 { return i % 10 }).
+		Reduce("slow", func(a, b int64) int64 {
+			time.Sleep(5 * time.Millisecond)
+			return a + b
+		}).
+		SinkTo("out", print.Sink(io.Discard, print.Options[int64]{}))
+	ctx, cancel := context.WithCancel(context.Background())
+	job, err := env.ExecuteAsync(ctx, "unaligned-rescale")
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	return job, cancel
+}
+
+// TestUnalignedRestoreRescaleRefused: a checkpoint holding records in
+// flight restores at the same parallelism; at another one the job is
+// refused with a message naming the edge, rather than losing the records.
+func TestUnalignedRestoreRescaleRefused(t *testing.T) {
+	t.Parallel()
+	store := "file://" + t.TempDir()
+	job, cancel := rescaleJob(t, 2, store, "")
+	time.Sleep(300 * time.Millisecond)
+	ctx, cancelCtx := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancelCtx()
+	id, err := job.TriggerCheckpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, ok := job.Checkpoint(id); !ok || !st.Unaligned || st.PersistedData == 0 {
+		t.Fatalf("checkpoint %d: %+v; want unaligned with persisted data", id, st)
+	}
+	cancel()
+	job.Wait()
+
+	job, cancel = rescaleJob(t, 3, store, "latest")
+	err = job.Wait()
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "cannot redistribute channel state") || !strings.Contains(err.Error(), `"numbers" -> "slow"`) {
+		t.Fatalf("restore at parallelism 3: %v; want a refusal naming the edge numbers -> slow", err)
+	}
+
+	job, cancel = rescaleJob(t, 2, store, "latest")
+	defer func() {
+		cancel()
+		job.Wait()
+	}()
+	id2, err := job.TriggerCheckpoint(ctx)
+	if err != nil {
+		t.Fatalf("restore at the same parallelism, then a checkpoint: %v", err)
+	}
+	if sum, _ := job.Checkpoints(); sum.Restored != id || id2 <= id {
+		t.Fatalf("restored %d (want %d), next checkpoint %d", sum.Restored, id, id2)
+	}
+}
