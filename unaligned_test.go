@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -258,4 +259,66 @@ func TestUnalignedRestoreRescaleRefused(t *testing.T) {
 	if sum, _ := job.Checkpoints(); sum.Restored != id || id2 <= id {
 		t.Fatalf("restored %d (want %d), next checkpoint %d", sum.Restored, id, id2)
 	}
+}
+
+// TestUnalignedBenchmark measures, in one run, (1) checkpoint durations
+// under heavy backpressure (a consumer ~100x slower than its source),
+// aligned against unaligned, and (2) the throughput of a job without
+// backpressure, checkpointing every 20ms, aligned against unaligned. It is
+// opt-in (WEIR_UNALIGNED_BENCH=1): it takes about a minute and its figures
+// go into BENCHMARKS.md.
+func TestUnalignedBenchmark(t *testing.T) {
+	if os.Getenv("WEIR_UNALIGNED_BENCH") == "" {
+		t.Skip("set WEIR_UNALIGNED_BENCH=1 to run the unaligned checkpoint benchmark")
+	}
+	const rounds = 12
+	pct := func(d []time.Duration, p float64) time.Duration {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return s[min(len(s)-1, int(p*float64(len(s))))]
+	}
+	for _, mode := range []string{"aligned", "unaligned"} {
+		job, _ := backpressuredJob(t, "bench-bp-"+mode, weir.CheckpointOptions{Unaligned: mode == "unaligned"})
+		time.Sleep(300 * time.Millisecond)
+		var durs []time.Duration
+		var persisted int64
+		for range rounds {
+			id, err := job.TriggerCheckpoint(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, _ := job.Checkpoint(id)
+			durs = append(durs, st.Duration)
+			persisted += st.PersistedData
+		}
+		t.Logf("backpressure, %s: %d checkpoints, duration p50 %v p99 %v, %d bytes persisted per checkpoint",
+			mode, rounds, pct(durs, 0.5), pct(durs, 0.99), persisted/rounds)
+	}
+	const records = 2_000_000
+	run := func(unaligned bool) float64 {
+		opts := weir.Options{Parallelism: 2, Exchange: "local",
+			Checkpointing: weir.CheckpointOptions{Interval: 20 * time.Millisecond, Unaligned: unaligned}}
+		env := weir.NewEnvironment(opts)
+		env.FromSource("numbers", datagen.Generator(records, func(i int64) int64 { return i })).
+			KeyBy(func(i int64) int64 { return i % 1000 }).
+			Reduce("sum", func(a, b int64) int64 { return a + b }).
+			SinkTo("out", print.Sink(io.Discard, print.Options[int64]{}))
+		start := time.Now()
+		job, err := env.ExecuteAsync(t.Context(), "bench-throughput")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := job.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		return records / time.Since(start).Seconds()
+	}
+	var al, un []float64
+	for range 3 {
+		al, un = append(al, run(false)), append(un, run(true))
+	}
+	slices.Sort(al)
+	slices.Sort(un)
+	t.Logf("no backpressure, checkpoint every 20ms, %d records, median of 3 interleaved runs: aligned %.0f rec/s, unaligned %.0f rec/s (%.1f%%)",
+		records, al[1], un[1], 100*(un[1]-al[1])/al[1])
 }
