@@ -1006,9 +1006,16 @@ func (jm *JobMaster) discardTaskState(d checkpoint.DiscardTaskState) {
 		store, dir = opts.Store, opts.Dir
 	}
 	for _, o := range ops {
+		paths := []string{}
 		for _, h := range o.State.Keyed {
-			if h.Path != "" {
-				if err := store.Delete(context.Background(), path.Join(dir, h.Path)); err != nil {
+			paths = append(paths, h.Path)
+		}
+		if c := o.State.Channels; c != nil {
+			paths = append(paths, c.Path)
+		}
+		for _, p := range paths {
+			if p != "" {
+				if err := store.Delete(context.Background(), path.Join(dir, p)); err != nil {
 					jm.log.Warn("could not discard task state", "checkpoint", d.ID, "task", d.Task, "err", err)
 				}
 			}
