@@ -376,7 +376,7 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 		info.deployed(attempt, tasks)
 		return &jobmaster.Deployment{Tasks: tasks, Stop: bc.stop}, nil
 	}
-	jm, err := jobmaster.New(jmOpts, deploy)
+	jm, err := jobmaster.New(jmOpts, jobmaster.NewLocalGateway(deploy, logger))
 	if err != nil {
 		return nil, err
 	}

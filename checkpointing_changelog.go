@@ -54,6 +54,11 @@ import (
 // aborts, the registry deletes the materialization's new files and the
 // task drops it (the next checkpoints refer to the previous
 // materialization and its segments, kept until a newer one is confirmed).
+// A background materialization reuses the data files of the confirmed
+// checkpoint's materialization; if a checkpoint with a newer one completes
+// while it uploads (two checkpoints under way each took a materialization
+// of their own), the base no longer lists those files and the registry may
+// delete them: it is then dropped, never referred to.
 // Segments are reused only once a checkpoint listing them completed; a
 // segment uploaded for a checkpoint that did not complete is uploaded
 // again, under another name, by the next one.
@@ -117,6 +122,10 @@ type materialization struct {
 	data  map[string]sharedFile // its data files by local name (the next one reuses them)
 	store storage.Store
 	fresh []string // objects it uploaded (not reused)
+	// base is the materialization whose data files it reuses (background
+	// materializations): it may be referred to only while base is the
+	// confirmed checkpoint's.
+	base *materialization
 }
 
 // clCheckpoint is what one checkpoint of this instance lists.
@@ -203,12 +212,25 @@ func (s *changelogState) snapshot(b changelogBackend, id int64, opts *runtime.Ba
 	s.mu.Lock()
 	ready, bgErr := s.ready, s.bgErr
 	s.bgErr = nil
-	if ready != nil && s.inflight == nil && ready.store == opts.Store {
+	var stale *materialization
+	if ready != nil && (s.confirmed == nil || ready.base != s.confirmed.mat) {
+		// It reuses the data files of a materialization that is no longer
+		// the confirmed one (a checkpoint with a newer one completed while
+		// it uploaded): the base does not list them, so the job master may
+		// delete them. Dropped; the next trigger takes another.
+		stale, s.ready = ready, nil
+	}
+	if ready != nil && stale == nil && s.inflight == nil && ready.store == opts.Store {
 		s.ready = nil
 	} else {
 		ready = nil
 	}
 	s.mu.Unlock()
+	if stale != nil {
+		for _, o := range stale.fresh { // referred to by nothing
+			_ = stale.store.Delete(context.Background(), o)
+		}
+	}
 	if bgErr != nil {
 		s.logger.Warn("changelog: a background materialization failed; the next one is tried at the next trigger", "err", bgErr)
 	}
@@ -406,7 +428,7 @@ func (s *changelogState) maybeMaterialize(b changelogBackend, id, cut int64, sto
 		return
 	}
 	s.lastMat = s.now()
-	base := c.mat.data
+	base, baseMat := c.mat.data, c.mat
 	ctx, cancel := context.WithCancel(s.ctx)
 	s.mu.Lock()
 	s.running, s.cancel = true, cancel
@@ -423,7 +445,7 @@ func (s *changelogState) maybeMaterialize(b changelogBackend, id, cut int64, sto
 			s.bgErr = err
 			return
 		}
-		m.id, m.cut = id, cut
+		m.id, m.cut, m.base = id, cut, baseMat
 		s.ready = m
 		s.matBytes += written
 		s.bgMats++
