@@ -180,6 +180,8 @@ type buildCtx struct {
 	attempt   int
 	// net carries the non-chained edges over TCP (Options.Exchange "tcp").
 	net *runtime.NetExchange
+	// chans is the restored checkpoint's channel state (unaligned.go).
+	chans *restoredChannels
 }
 
 func (bc *buildCtx) fail(err error) {
@@ -213,6 +215,7 @@ func (bc *buildCtx) deploy(e *Environment) ([]*runtime.Task, error) {
 				if bc.opts.Checkpointing.Mode == AtLeastOnce {
 					cc.Mode = checkpoint.AtLeastOnce
 				}
+				cc.Unaligned, cc.AlignedTimeout = bc.opts.Checkpointing.Unaligned, bc.opts.Checkpointing.AlignedTimeout
 				for _, id := range v.Nodes {
 					n := bc.jg.Stream.Nodes[id]
 					cc.Operators = append(cc.Operators, runtime.OperatorInfo{UID: n.UID, Name: n.Name})
@@ -243,6 +246,12 @@ func (bc *buildCtx) deploy(e *Environment) ([]*runtime.Task, error) {
 		if !bc.jg.Chained[ed.common().id] {
 			ed.attach(bc)
 		}
+	}
+	if bc.err != nil {
+		return nil, bc.err
+	}
+	if err := bc.checkChannelCoverage(); err != nil {
+		return nil, err
 	}
 	for _, n := range e.nodes {
 		if p := n.base().prepare; p != nil {

@@ -101,6 +101,8 @@ type harnessResult struct {
 	ckpts    int
 	// mats counts the background changelog materializations uploaded.
 	mats int64
+	// persisted is the channel state written by unaligned checkpoints.
+	persisted int64
 }
 
 // runHarness runs a keyed running count under injected failures and
@@ -134,6 +136,14 @@ func runHarnessWith(t *testing.T, seed uint64, backend string, base storage.Stor
 		opts.Checkpointing.Incremental = true
 		opts.Checkpointing.Changelog = weir.ChangelogOptions{Enabled: true, MaterializationInterval: time.Nanosecond}
 	}
+	unaligned := strings.HasPrefix(backend, "heap-unaligned")
+	if unaligned { // unaligned checkpoints (unaligned_test.go), heap state
+		opts.StateBackend, opts.Exchange = "heap", "local"
+		opts.Checkpointing.Unaligned = true
+		if backend == "heap-unaligned-timeout" {
+			opts.Checkpointing.AlignedTimeout = time.Duration(1+rng.IntN(3)) * time.Millisecond
+		}
+	}
 	// The job's warnings (restarts, skipped checkpoints) go into the
 	// failure message of a seed that fails.
 	var logs syncBuffer
@@ -141,6 +151,9 @@ func runHarnessWith(t *testing.T, seed uint64, backend string, base storage.Stor
 	opts.Checkpointing.Interval = time.Duration(2+rng.IntN(8)) * time.Millisecond
 	opts.Checkpointing.TolerableFailures = -1
 	opts.Checkpointing.MaxConcurrent = 1 + rng.IntN(2)
+	if unaligned {
+		opts.Checkpointing.MaxConcurrent = 1
+	}
 	var mats atomic.Int64
 	weir.CountChangelogMaterializations(&opts, &mats)
 	faults := injectFaults(t, &opts, seed, plan, base)
@@ -149,6 +162,7 @@ func runHarnessWith(t *testing.T, seed uint64, backend string, base storage.Stor
 	}
 
 	env := weir.NewEnvironment(opts)
+	var slowDown atomic.Int64
 	src := datagen.Generator(records, func(i int64) string { return fmt.Sprint("k", (i*7919)%keys) }).
 		WithOptions(datagen.Options{RecordsPerSecond: 40_000, BatchSize: 64})
 	sink := flakySink[string]{collect.Transactional[string](), plan}
@@ -161,6 +175,14 @@ func runHarnessWith(t *testing.T, seed uint64, backend string, base storage.Stor
 		}).
 		KeyBy(func(s string) string { return s }).
 		Process("count", &runningCount{}).
+		Map("slow", func(s string) string {
+			// Unaligned runs keep the keyed edge's queues full, so that
+			// barriers overtake records and checkpoints hold them.
+			if unaligned && slowDown.Add(1)%16 == 0 {
+				time.Sleep(200 * time.Microsecond)
+			}
+			return s
+		}).
 		SinkTo("out", connector.Sink[string](sink))
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -197,10 +219,16 @@ func runHarnessWith(t *testing.T, seed uint64, backend string, base storage.Stor
 		t.Fatalf("seed %d: exactly-once violated: %d lost (e.g. %v), %d duplicated (e.g. %v); faults fired: %v",
 			seed, len(lost), lost[:min(5, len(lost))], len(dup), dup[:min(5, len(dup))], plan.fired)
 	}
-	sum, _ := job.Checkpoints()
+	sum, hist := job.Checkpoints()
+	var persisted int64
+	for _, c := range hist {
+		if c.Status == "COMPLETED" {
+			persisted += c.PersistedData
+		}
+	}
 	plan.mu.Lock()
 	defer plan.mu.Unlock()
-	return harnessResult{fired: maps.Clone(plan.fired), restarts: sum.Restarts, storage: faults.Injected(), ckpts: sum.Completed, mats: mats.Load()}
+	return harnessResult{fired: maps.Clone(plan.fired), restarts: sum.Restarts, storage: faults.Injected(), ckpts: sum.Completed, mats: mats.Load(), persisted: persisted}
 }
 
 // injectFaults sends opts's checkpoints to base with injected storage

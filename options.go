@@ -190,6 +190,21 @@ type CheckpointOptions struct {
 	// background from time to time. Needs Incremental (and so "pebble");
 	// not with LocalRecovery. Default: off.
 	Changelog ChangelogOptions
+	// Unaligned lets checkpoint barriers overtake the records queued in the
+	// channels (Flink's unaligned checkpoints, FLIP-76): a task snapshots as
+	// soon as the first barrier reaches it, and the records the barrier
+	// overtook go into the checkpoint as channel state, replayed on restore.
+	// Checkpoints then complete under backpressure; they store more.
+	// Needs Mode ExactlyOnce and MaxConcurrent 1; savepoints stay aligned.
+	// Default: false (aligned).
+	Unaligned bool
+	// AlignedTimeout, with Unaligned, starts each checkpoint aligned and
+	// switches a task to unaligned once the checkpoint is this old (counted
+	// from its trigger time) and the task's alignment has not finished
+	// (Flink's execution.checkpointing.aligned-checkpoint-timeout).
+	// Default: 0: always unaligned, as in Flink. Range: >= 0; > 0 only with
+	// Unaligned.
+	AlignedTimeout time.Duration
 
 	// store overrides Storage (tests: a store with injected faults).
 	store storage.Store
@@ -334,6 +349,16 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("weir: Options.Checkpointing.Changelog.MaterializationLogRatio is NaN; want > 0, 0 (default 0.5) or < 0 (off)")
 	case c.LocalRecovery && !c.Incremental:
 		return fmt.Errorf("weir: Options.Checkpointing.LocalRecovery needs Options.Checkpointing.Incremental (local recovery keeps the last incremental checkpoint on disk)")
+	case c.AlignedTimeout < 0:
+		return fmt.Errorf("weir: Options.Checkpointing.AlignedTimeout is %v; want >= 0 (0 means always unaligned)", c.AlignedTimeout)
+	case c.AlignedTimeout > 0 && !c.Unaligned:
+		return fmt.Errorf("weir: Options.Checkpointing.AlignedTimeout is %v but Unaligned is off: the timeout switches aligned checkpoints to unaligned ones; set Unaligned too, or leave AlignedTimeout 0", c.AlignedTimeout)
+	case c.Unaligned && c.Mode != ExactlyOnce:
+		return fmt.Errorf("weir: Options.Checkpointing.Unaligned needs Mode ExactlyOnce: at-least-once checkpoints do not align, so there is nothing for the barrier to overtake")
+	case c.Unaligned && c.MaxConcurrent != 1:
+		return fmt.Errorf("weir: Options.Checkpointing.Unaligned needs MaxConcurrent 1 (now %d), as in Flink: the channel state of one checkpoint would hold the barriers of the next", c.MaxConcurrent)
+	case c.Unaligned && o.Exchange == "tcp":
+		return fmt.Errorf("weir: Options.Checkpointing.Unaligned is not supported with Options.Exchange \"tcp\" (or WEIR_EXCHANGE=tcp) yet: the barrier cannot overtake the network queues; use Exchange \"local\"")
 	}
 	return nil
 }

@@ -287,6 +287,7 @@ func (j restJob) CheckpointConfig() rest.CheckpointConfigInfo {
 		MaxConcurrent: c.MaxConcurrent, TolerableFailures: c.TolerableFailures, Retained: c.Retained,
 		RetainOnCancel: c.RetainOnCancel, StateBackend: o.StateBackend, CheckpointStorage: c.Storage,
 		SavepointDir: c.SavepointDir, EveryNRecords: c.EveryNRecords,
+		Unaligned: c.Unaligned, AlignedTimeout: c.AlignedTimeout,
 	}
 }
 

@@ -98,6 +98,9 @@ type typedEdge[T any] struct {
 	// wchans are the channels writers send into: chans, or with
 	// Options.Exchange "tcp" the bridges that carry them over the network.
 	wchans [][]*runtime.Channel[T]
+	// stateCodec encodes the channel state of unaligned checkpoints; nil
+	// when the edge keeps none (unaligned.go).
+	stateCodec codec.Codec[T]
 }
 
 func connectPort[T any](p *port[T], to consumer[T], input int, part graph.Partitioner, partSet bool, keyGroup func(int) func(T) int) {
@@ -118,6 +121,7 @@ func (e *typedEdge[T]) createChannels(bc *buildCtx) {
 	prod, cons := bc.parallelism(e.from), bc.parallelism(e.to.target())
 	e.chans = make([][]*runtime.Channel[T], cons)
 	e.wchans = e.chans
+	e.setupChannelState(bc, prod, cons)
 	var cd codec.Codec[T]
 	if bc.net != nil {
 		var err error
@@ -151,9 +155,11 @@ func (e *typedEdge[T]) createChannels(bc *buildCtx) {
 
 func (e *typedEdge[T]) writer(bc *buildCtx, s int) runtime.Output[T] {
 	var targets []*runtime.Channel[T]
+	var consumers []int
 	for c := range e.wchans {
 		if e.connected(c, s) {
 			targets = append(targets, e.wchans[c][s])
+			consumers = append(consumers, c)
 		}
 	}
 	o := runtime.WriterOptions[T]{
@@ -164,6 +170,7 @@ func (e *typedEdge[T]) writer(bc *buildCtx, s int) runtime.Output[T] {
 		o.KeyGroup = e.keyGroup(bc.opts.MaxParallelism)
 	}
 	w := runtime.NewRecordWriter(targets, o)
+	e.writerChannelState(bc, w, s, consumers)
 	cfg := bc.task(e.from, s)
 	cfg.Writers = append(cfg.Writers, w)
 	return w
@@ -173,11 +180,13 @@ func (e *typedEdge[T]) attach(bc *buildCtx) {
 	for c, row := range e.chans {
 		cfg := bc.task(e.to.target(), c)
 		dst := e.to.builtInput(c)
-		for _, ch := range row {
+		for p, ch := range row {
 			if ch == nil {
 				continue
 			}
-			cfg.Inputs = append(cfg.Inputs, runtime.NewInput(ch, dst, nil))
+			in := runtime.NewInput(ch, dst, nil)
+			e.inputChannelState(bc, in, p, c)
+			cfg.Inputs = append(cfg.Inputs, in)
 			cfg.InputGate = append(cfg.InputGate, e.input)
 		}
 	}

@@ -425,6 +425,14 @@ func TestRunBadCheckpointFlagsAndConfig(t *testing.T) {
 			`range.yaml:3: execution.checkpointing.max-concurrent-checkpoints is "0": use an integer of at least 1`},
 		{[]string{"--config", file("mode.yaml", "execution.checkpointing.mode: twice\n")},
 			`mode.yaml:1: execution.checkpointing.mode is "twice": use EXACTLY_ONCE or AT_LEAST_ONCE`},
+		{[]string{"--unaligned", "--checkpointing-mode", "at-least-once"}, "--unaligned needs --checkpointing-mode exactly-once"},
+		{[]string{"--unaligned", "--max-concurrent-checkpoints", "2"}, "--unaligned needs --max-concurrent-checkpoints 1 (now 2)"},
+		{[]string{"--aligned-checkpoint-timeout", "1s"}, "--aligned-checkpoint-timeout 1s needs --unaligned"},
+		{[]string{"--unaligned", "--aligned-checkpoint-timeout", "-1s"}, "--aligned-checkpoint-timeout is -1s: use 0 (always unaligned) or a positive duration"},
+		{[]string{"--config", file("ua.yaml", "execution.checkpointing.unaligned.enabled: true\nexecution.checkpointing.max-concurrent-checkpoints: 3\n")},
+			"--unaligned needs --max-concurrent-checkpoints 1 (now 3)"},
+		{[]string{"--config", file("uat.yaml", "execution.checkpointing.aligned-checkpoint-timeout: 5 s\n")},
+			"--aligned-checkpoint-timeout 5s needs --unaligned"},
 	} {
 		_, stderr, code := runWeir(t, append([]string{"run", "wordcount", "--output", out}, c.args...)...)
 		wantOneLine(t, strings.Join(c.args, " "), stderr)

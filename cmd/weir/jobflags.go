@@ -22,6 +22,8 @@ type checkpointFlags struct {
 	maxConcurrent int
 	tolerable     int
 	savepointDir  string
+	unaligned     bool
+	alignedTO     time.Duration
 }
 
 func (f *checkpointFlags) register(c *cobra.Command) {
@@ -32,6 +34,8 @@ func (f *checkpointFlags) register(c *cobra.Command) {
 	fl.DurationVar(&f.minPause, "checkpoint-min-pause", 0, "least time between the end of one checkpoint and the start of the next")
 	fl.IntVar(&f.maxConcurrent, "max-concurrent-checkpoints", 1, "checkpoints in progress at once")
 	fl.IntVar(&f.tolerable, "tolerable-failed-checkpoints", 0, "consecutive failed checkpoints the job tolerates before it fails (-1: unlimited)")
+	fl.BoolVar(&f.unaligned, "unaligned", false, "unaligned checkpoints: barriers overtake the records queued between tasks, which go into the checkpoint (checkpoints complete under backpressure; needs exactly-once and one concurrent checkpoint)")
+	fl.DurationVar(&f.alignedTO, "aligned-checkpoint-timeout", 0, "with --unaligned: start each checkpoint aligned and switch to unaligned once it is this old (0: always unaligned)")
 	fl.StringVar(&f.savepointDir, "savepoint-dir", "", "default directory or storage URL of savepoints (weir savepoint and weir stop without --dir)")
 }
 
@@ -55,7 +59,16 @@ func (f *checkpointFlags) apply(opts *weir.Options) error {
 		return fmt.Errorf("--max-concurrent-checkpoints is %d: use 1 or more", f.maxConcurrent)
 	case f.tolerable < -1:
 		return fmt.Errorf("--tolerable-failed-checkpoints is %d: use 0 or more, or -1 for unlimited", f.tolerable)
+	case f.alignedTO < 0:
+		return fmt.Errorf("--aligned-checkpoint-timeout is %v: use 0 (always unaligned) or a positive duration such as 30s", f.alignedTO)
+	case f.alignedTO > 0 && !f.unaligned:
+		return fmt.Errorf("--aligned-checkpoint-timeout %v needs --unaligned: it switches aligned checkpoints to unaligned ones", f.alignedTO)
+	case f.unaligned && c.Mode != weir.ExactlyOnce:
+		return fmt.Errorf("--unaligned needs --checkpointing-mode exactly-once: at-least-once checkpoints do not align")
+	case f.unaligned && f.maxConcurrent != 1:
+		return fmt.Errorf("--unaligned needs --max-concurrent-checkpoints 1 (now %d), as in Flink", f.maxConcurrent)
 	}
+	c.Unaligned, c.AlignedTimeout = f.unaligned, f.alignedTO
 	c.Timeout, c.MinPause, c.MaxConcurrent, c.TolerableFailures = f.timeout, f.minPause, f.maxConcurrent, f.tolerable
 	// Absolute, so that the savepoint paths weir prints work from any
 	// directory (weir stop runs elsewhere).

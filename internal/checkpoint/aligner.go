@@ -63,15 +63,29 @@ type Action interface {
 	action()
 }
 
-// Snapshot says barrier ID arrived on every open channel: the task takes its
+// Snapshot says barrier ID arrived on every open channel (or, with
+// Unaligned, that the task must not wait for that): the task takes its
 // snapshot for ID (the synchronous part), forwards barrier ID downstream, and
 // reports AlignmentMs and the start delay (FirstBarrierAt minus the trigger
 // timestamp the barrier carries) in its acknowledgement. In ExactlyOnce mode
 // every channel is unblocked.
 type Snapshot struct {
 	ID             int64
-	FirstBarrierAt int64 // `now` when the first barrier ID arrived
+	FirstBarrierAt int64 // `now` when the first barrier (or announcement) of ID arrived
 	AlignmentMs    int64 // first to last barrier ID (not blocking time in AtLeastOnce)
+	// Unaligned: the snapshot is taken before barrier ID arrived on every
+	// open channel (an unaligned barrier, or the aligned timeout passed).
+	// The task forwards an unaligned barrier ahead of its queued output,
+	// persists that output, and persists what it reads from each channel
+	// on which Recording reports true, until ChannelStateDone.
+	Unaligned bool
+}
+
+// ChannelStateDone says barrier ID of an unaligned snapshot arrived on
+// every open channel: the input channel state of ID is complete, and the
+// task may write it and acknowledge.
+type ChannelStateDone struct {
+	ID int64
 }
 
 // AbortAlignment says the task gives up on checkpoint ID: it forwards a
@@ -83,11 +97,36 @@ type AbortAlignment struct {
 	Reason AlignAbortReason
 }
 
-func (Snapshot) action()       {}
-func (AbortAlignment) action() {}
+func (Snapshot) action()         {}
+func (AbortAlignment) action()   {}
+func (ChannelStateDone) action() {}
 
 func (a Snapshot) String() string {
-	return fmt.Sprintf("snapshot id=%d first-barrier=%d alignment=%d", a.ID, a.FirstBarrierAt, a.AlignmentMs)
+	s := fmt.Sprintf("snapshot id=%d first-barrier=%d alignment=%d", a.ID, a.FirstBarrierAt, a.AlignmentMs)
+	if a.Unaligned {
+		s += " unaligned"
+	}
+	return s
+}
+
+func (a ChannelStateDone) String() string { return fmt.Sprintf("channel-state-done id=%d", a.ID) }
+
+// BarrierInfo is what the aligner needs of a barrier (or of its
+// announcement): its checkpoint, its trigger time and how it asks to be
+// aligned.
+type BarrierInfo struct {
+	ID int64
+	// TriggeredAt is the checkpoint's trigger time (ms, same clock as now):
+	// the aligned timeout counts from it, as in Flink.
+	TriggeredAt int64
+	// Unaligned: the barrier overtook the data (the sender snapshotted
+	// unaligned); the receiver snapshots at once, unaligned too.
+	Unaligned bool
+	// AlignedTimeoutMs > 0: the barrier is aligned, and a task whose
+	// alignment of it is still going on TriggeredAt+AlignedTimeoutMs
+	// switches to unaligned. 0: aligned without a timeout (savepoints,
+	// checkpoints without Unaligned).
+	AlignedTimeoutMs int64
 }
 
 func (a AbortAlignment) String() string {
@@ -115,6 +154,11 @@ type alignment struct {
 	firstAt  int64
 	seen     []bool
 	seenOpen int // channels still open on which the barrier arrived
+	// info is the first barrier's (or announcement's).
+	info BarrierInfo
+	// snapshotted: an unaligned snapshot was taken; the alignment waits only
+	// for the input channel state (ExactlyOnce).
+	snapshotted bool
 }
 
 // NewAligner returns an aligner for a task with channels input channels, all
@@ -143,9 +187,84 @@ func (a *Aligner) NumChannels() int { return len(a.open) }
 func (a *Aligner) Finished(ch int) bool { return !a.open[ch] }
 
 // Blocked reports whether the task must not read ch: in ExactlyOnce mode, the
-// barrier being aligned arrived on ch and not yet on every open channel.
+// barrier being aligned arrived on ch and not yet on every open channel,
+// and the alignment did not switch to unaligned.
 func (a *Aligner) Blocked(ch int) bool {
-	return a.mode == ExactlyOnce && a.open[ch] && len(a.inflight) == 1 && a.inflight[0].seen[ch]
+	return a.mode == ExactlyOnce && a.open[ch] && len(a.inflight) == 1 && a.inflight[0].seen[ch] && !a.inflight[0].snapshotted
+}
+
+// Recording reports whether what the task reads from ch is input channel
+// state: an unaligned snapshot was taken and its barrier has not arrived
+// on ch yet.
+func (a *Aligner) Recording(ch int) bool {
+	return a.mode == ExactlyOnce && a.open[ch] && len(a.inflight) == 1 && a.inflight[0].snapshotted && !a.inflight[0].seen[ch]
+}
+
+// NextTimeout returns when the alignment in progress switches to unaligned
+// unless it completes first: the task calls Tick then. ok is false when no
+// alignment has a timeout to wait for.
+func (a *Aligner) NextTimeout() (at int64, ok bool) {
+	if a.mode != ExactlyOnce || len(a.inflight) != 1 {
+		return 0, false
+	}
+	al := a.inflight[0]
+	if al.snapshotted || al.info.Unaligned || al.info.AlignedTimeoutMs <= 0 {
+		return 0, false
+	}
+	return al.info.TriggeredAt + al.info.AlignedTimeoutMs, true
+}
+
+// Tick lets the aligner act on the clock: an aligned alignment whose
+// timeout passed switches to unaligned (Snapshot with Unaligned).
+func (a *Aligner) Tick(now int64) []Action {
+	at, ok := a.NextTimeout()
+	if !ok || now < at {
+		return nil
+	}
+	return a.switchUnaligned(a.inflight[0], now, nil)
+}
+
+// switchUnaligned snapshots al unaligned now; when its barrier already
+// arrived on every open channel the channel state is complete at once.
+func (a *Aligner) switchUnaligned(al *alignment, now int64, acts []Action) []Action {
+	al.snapshotted = true
+	acts = append(acts, Snapshot{ID: al.id, FirstBarrierAt: al.firstAt, AlignmentMs: now - al.firstAt, Unaligned: true})
+	return a.completeReady(now, acts)
+}
+
+// timedOut reports whether al should be unaligned at now.
+func (al *alignment) timedOut(now int64) bool {
+	return al.info.Unaligned || (al.info.AlignedTimeoutMs > 0 && now >= al.info.TriggeredAt+al.info.AlignedTimeoutMs)
+}
+
+// OnAnnounce handles the announcement of barrier b read from ch at now: the
+// sender queued b behind data and announced it ahead of the data, so that
+// this task knows of the checkpoint (and of its aligned timeout) before the
+// barrier reaches the head of the queue. It starts tracking b without
+// blocking ch, and switches to unaligned at once if b's timeout passed.
+// Announcements of checkpoints already known, done or older are ignored; it
+// does nothing outside ExactlyOnce mode.
+func (a *Aligner) OnAnnounce(ch int, b BarrierInfo, now int64) []Action {
+	if a.mode != ExactlyOnce || !a.open[ch] || b.ID <= a.lastDone {
+		return nil
+	}
+	var acts []Action
+	if len(a.inflight) == 1 {
+		switch cur := a.inflight[0]; {
+		case b.ID <= cur.id:
+			return nil
+		default:
+			acts = append(acts, AbortAlignment{ID: cur.id, Reason: AlignSubsumed})
+			a.lastDone = cur.id
+			a.inflight = nil
+		}
+	}
+	al := &alignment{id: b.ID, firstAt: now, seen: make([]bool, len(a.open)), info: b}
+	a.inflight = []*alignment{al}
+	if al.timedOut(now) {
+		return a.switchUnaligned(al, now, acts)
+	}
+	return acts
 }
 
 // Aligning returns the newest checkpoint whose barriers are arriving.
@@ -162,6 +281,17 @@ func (a *Aligner) Aligning() (id int64, ok bool) {
 // ExactlyOnce mode a barrier newer than the one being aligned aborts that
 // alignment (AlignSubsumed) and starts a new one, as in Flink.
 func (a *Aligner) OnBarrier(ch int, id int64, now int64) []Action {
+	return a.OnBarrierInfo(ch, BarrierInfo{ID: id}, now)
+}
+
+// OnBarrierInfo is OnBarrier for a barrier that may be unaligned or have an
+// aligned timeout (ExactlyOnce mode; AtLeastOnce ignores both). The first
+// barrier (or announcement) of a checkpoint decides: an unaligned one, or
+// one whose timeout already passed, makes the task snapshot at once
+// (Snapshot with Unaligned), and ChannelStateDone follows once the barrier
+// arrived on every open channel.
+func (a *Aligner) OnBarrierInfo(ch int, b BarrierInfo, now int64) []Action {
+	id := b.ID
 	if !a.open[ch] || id <= a.lastDone {
 		return nil
 	}
@@ -178,7 +308,7 @@ func (a *Aligner) OnBarrier(ch int, id int64, now int64) []Action {
 	}
 	al := a.find(id)
 	if al == nil {
-		al = &alignment{id: id, firstAt: now, seen: make([]bool, len(a.open))}
+		al = &alignment{id: id, firstAt: now, seen: make([]bool, len(a.open)), info: b}
 		i, _ := slices.BinarySearchFunc(a.inflight, id, func(x *alignment, id int64) int { return cmp.Compare(x.id, id) })
 		a.inflight = slices.Insert(a.inflight, i, al)
 		if len(a.inflight) > maxTrackedAlignments {
@@ -196,6 +326,9 @@ func (a *Aligner) OnBarrier(ch int, id int64, now int64) []Action {
 	}
 	al.seen[ch] = true
 	al.seenOpen++
+	if a.mode == ExactlyOnce && !al.snapshotted && (al.timedOut(now) || b.Unaligned) {
+		return a.switchUnaligned(al, now, acts)
+	}
 	return a.completeReady(now, acts)
 }
 
@@ -258,9 +391,12 @@ func (a *Aligner) completeReady(now int64, acts []Action) []Action {
 		return acts
 	}
 	for _, al := range a.inflight[:last+1] {
-		if al.seenOpen == a.numOpen {
+		switch {
+		case al.seenOpen == a.numOpen && al.snapshotted:
+			acts = append(acts, ChannelStateDone{ID: al.id})
+		case al.seenOpen == a.numOpen:
 			acts = append(acts, Snapshot{ID: al.id, FirstBarrierAt: al.firstAt, AlignmentMs: now - al.firstAt})
-		} else {
+		default:
 			acts = append(acts, AbortAlignment{ID: al.id, Reason: AlignSubsumed})
 		}
 	}

@@ -14,9 +14,15 @@ import (
 // `go test ./internal/checkpoint -run TestAligner -rewrite`.
 //
 //	new mode=(exactly-once | at-least-once) channels=n
-//	barrier ch=n id=n now=ms
+//	barrier ch=n id=n now=ms [unaligned] [trigger=ms timeout=ms]
+//	announce ch=n id=n now=ms trigger=ms timeout=ms
+//	tick now=ms
 //	cancel ch=n id=n
 //	eop ch=n now=ms
+//
+// After the blocked channels come the recording ones (whose data is input
+// channel state of an unaligned snapshot) and the time of the next aligned
+// timeout, when there are any.
 func TestAligner(t *testing.T) {
 	datadriven.Walk(t, "testdata/aligner", func(t *testing.T, path string) {
 		var al *Aligner
@@ -44,7 +50,15 @@ func TestAligner(t *testing.T) {
 				}
 				return "ok"
 			case "barrier":
-				acts = al.OnBarrier(int(a.int64("ch", 0)), a.int64("id", 0), a.now())
+				if a.has("unaligned") || a.has("timeout") {
+					acts = al.OnBarrierInfo(int(a.int64("ch", 0)), a.barrier(), a.now())
+				} else {
+					acts = al.OnBarrier(int(a.int64("ch", 0)), a.int64("id", 0), a.now())
+				}
+			case "announce":
+				acts = al.OnAnnounce(int(a.int64("ch", 0)), a.barrier(), a.now())
+			case "tick":
+				acts = al.Tick(a.now())
 			case "cancel":
 				acts = al.OnCancel(int(a.int64("ch", 0)), a.int64("id", 0))
 			case "eop":
@@ -57,10 +71,13 @@ func TestAligner(t *testing.T) {
 				b.WriteString(act.String())
 				b.WriteString("\n")
 			}
-			var blocked, finished []string
+			var blocked, finished, recording []string
 			for ch := range al.NumChannels() {
 				if al.Blocked(ch) {
 					blocked = append(blocked, fmt.Sprint(ch))
+				}
+				if al.Recording(ch) {
+					recording = append(recording, fmt.Sprint(ch))
 				}
 				if al.Finished(ch) {
 					finished = append(finished, fmt.Sprint(ch))
@@ -70,12 +87,24 @@ func TestAligner(t *testing.T) {
 			if len(finished) > 0 {
 				fmt.Fprintf(&b, " finished=[%s]", strings.Join(finished, " "))
 			}
+			if len(recording) > 0 {
+				fmt.Fprintf(&b, " recording=[%s]", strings.Join(recording, " "))
+			}
+			if at, ok := al.NextTimeout(); ok {
+				fmt.Fprintf(&b, " timeout-at=%d", at)
+			}
 			if id, ok := al.Aligning(); ok {
 				fmt.Fprintf(&b, " aligning=%d", id)
 			}
 			return b.String()
 		})
 	})
+}
+
+// barrier reads a barrier's or announcement's arguments.
+func (a scriptArgs) barrier() BarrierInfo {
+	return BarrierInfo{ID: a.int64("id", 0), TriggeredAt: a.int64("trigger", 0),
+		Unaligned: a.has("unaligned"), AlignedTimeoutMs: a.int64("timeout", 0)}
 }
 
 func TestNewAlignerRejectsBadInput(t *testing.T) {

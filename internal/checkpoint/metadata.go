@@ -22,10 +22,12 @@ type Metadata struct {
 // MetadataVersion is the newest format version this code writes and reads.
 // Version 2 adds incremental keyed state handles (KeyedStateHandle.Files),
 // version 3 changelog segments in them (KeyedStateHandle.Changelog, which a
-// version-2 reader would ignore, restoring a stale state); metadata is
+// version-2 reader would ignore, restoring a stale state), version 4 the
+// channel state of unaligned checkpoints (SubtaskState.Channels, which an
+// older reader would ignore, losing the in-flight records); metadata is
 // written in the oldest version that holds it, which older weirs read.
 // Versions MinMetadataVersion..MetadataVersion are read.
-const MetadataVersion = 3
+const MetadataVersion = 4
 
 // MinMetadataVersion is the oldest format version this code reads.
 const MinMetadataVersion = 1
@@ -33,6 +35,13 @@ const MinMetadataVersion = 1
 // versionFor returns the oldest format version that can hold m.
 func versionFor(m *Metadata) int {
 	v := 1
+	for _, op := range m.Operators {
+		for _, st := range op.Subtasks {
+			if st.Channels != nil {
+				return 4
+			}
+		}
+	}
 	for _, op := range m.Operators {
 		for _, st := range op.Subtasks {
 			for _, h := range st.Keyed {
@@ -72,6 +81,46 @@ type SubtaskState struct {
 	// Broadcast are broadcast states by name: every subtask writes its own
 	// copy, and on restore each new subtask gets one copy.
 	Broadcast []BroadcastState `json:"broadcast,omitempty"`
+	// Channels is the channel state of an unaligned checkpoint: the
+	// records in flight in the task's channels, kept by the task's head
+	// operator. Written only with format version 4.
+	Channels *ChannelState `json:"channels,omitempty"`
+}
+
+// ChannelState is one task's channel state in an unaligned checkpoint: a
+// file (or inline bytes) holding the records of each of its channels one
+// after the other, and where each channel's part is.
+type ChannelState struct {
+	// Path is relative to the checkpoint directory; empty when Inline is set.
+	Path   string `json:"path,omitempty"`
+	Inline []byte `json:"inline,omitempty"`
+	// Size and CRC (Castagnoli) of the file or of Inline.
+	Size     int64                `json:"size"`
+	CRC      uint32               `json:"crc"`
+	Channels []ChannelStateHandle `json:"channels"`
+}
+
+// ChannelStateHandle is the part of a ChannelState of one channel.
+type ChannelStateHandle struct {
+	// Output: records the task had queued for the consumer when its
+	// unaligned barrier overtook them (replayed by the producer); else
+	// input: records the task read from the channel after its snapshot and
+	// before the channel's barrier (replayed by the consumer).
+	Output bool `json:"output,omitempty"`
+	// Edge names the edge ("uid[:side]->uid/input"); Producer and Consumer
+	// are the subtasks the channel connects.
+	Edge     string `json:"edge"`
+	Producer int    `json:"producer"`
+	Consumer int    `json:"consumer"`
+	// Producers and Consumers are the parallelisms of the edge's ends when
+	// the checkpoint was taken.
+	Producers int `json:"producers"`
+	Consumers int `json:"consumers"`
+	// Offset and Length locate the records in the file; each record is its
+	// timestamp (a zig-zag varint) and its encoding by the edge's codec.
+	Offset  int64 `json:"offset"`
+	Length  int64 `json:"length"`
+	Records int64 `json:"records"`
 }
 
 // Sizes returns the bytes of the full state s refers to (the files of its
@@ -94,6 +143,13 @@ func (s SubtaskState) Sizes() (full, inline int64) {
 	for _, b := range s.Broadcast {
 		for _, e := range b.Entries {
 			inline += int64(len(e.Key) + len(e.Value))
+		}
+	}
+	if c := s.Channels; c != nil {
+		if c.Path == "" {
+			inline += int64(len(c.Inline))
+		} else {
+			full += c.Size
 		}
 	}
 	return full + inline, inline

@@ -14,7 +14,7 @@ import (
 //	offset  size  field
 //	0       8     magic "WEIRCKPT"
 //	8       4     format version (1; 2 with incremental handles; 3 with
-//	              changelog segments in them)
+//	              changelog segments in them; 4 with channel state)
 //	12      4     payload length n
 //	16      n     payload: Metadata as JSON
 //	16+n    4     CRC-32C (Castagnoli) of bytes [0, 16+n)
@@ -126,7 +126,7 @@ func DecodeMetadata(b []byte) (*Metadata, error) {
 			ErrCorruptMetadata, m.Version, version)
 	}
 	if v := versionFor(&m); v > m.Version {
-		return nil, fmt.Errorf("%w: version %d metadata holds incremental state handles or changelog segments, which need version %d",
+		return nil, fmt.Errorf("%w: version %d metadata holds incremental state handles, changelog segments or channel state, which need version %d",
 			ErrCorruptMetadata, m.Version, v)
 	}
 	return &m, nil

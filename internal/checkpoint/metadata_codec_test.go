@@ -83,7 +83,7 @@ func TestEncodeMetadataRejects(t *testing.T) {
 		wantErr string
 	}{
 		{"nil", nil, "nil metadata"},
-		{"future version", &Metadata{Version: MetadataVersion + 1}, "Version is 4, this weir writes only versions 1 to 3"},
+		{"future version", &Metadata{Version: MetadataVersion + 1}, "Version is 5, this weir writes only versions 1 to 4"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,7 +116,7 @@ func TestDecodeMetadataRejects(t *testing.T) {
 		{"wrong magic, short", []byte("{}"), ErrNotMetadata, "not a weir checkpoint metadata file"},
 		{"truncated magic", []byte("WEIR"), ErrCorruptMetadata, "truncated: 4 bytes"},
 		{"truncated header", good[:12], ErrCorruptMetadata, "truncated: 12 bytes"},
-		{"unknown version", frame("WEIRCKPT", 9, []byte(`{"version":9}`), 0), ErrUnsupportedMetadataVersion, "format version 9, this weir reads versions 1 to 3"},
+		{"unknown version", frame("WEIRCKPT", 9, []byte(`{"version":9}`), 0), ErrUnsupportedMetadataVersion, "format version 9, this weir reads versions 1 to 4"},
 		{"version zero", frame("WEIRCKPT", 0, []byte(`{}`), 0), ErrUnsupportedMetadataVersion, "format version 0"},
 		{"truncated payload", good[:len(good)-10], ErrCorruptMetadata, "truncated"},
 		{"truncated checksum", good[:len(good)-1], ErrCorruptMetadata, "truncated"},
@@ -303,5 +303,53 @@ func TestMetadataChangelogVersion(t *testing.T) {
 	_, err = DecodeMetadata(frame(metadataMagic, 2, v2, 0))
 	if !errors.Is(err, ErrCorruptMetadata) || !strings.Contains(err.Error(), "need version 3") {
 		t.Fatalf("version 2 file with changelog segments: %v", err)
+	}
+}
+
+// TestMetadataChannelStateVersion checks that channel state (unaligned
+// checkpoints) is written as format version 4 (a version-3 weir would
+// ignore it and lose the in-flight records: it must refuse the file), read
+// back whole, refused in a version 3 file, and that metadata without it is
+// still written in an older version that this weir reads as before.
+func TestMetadataChannelStateVersion(t *testing.T) {
+	old, err := EncodeMetadata(sampleMetadata())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.HasPrefix(old, []byte("WEIRCKPT\x00\x00\x00\x04")) {
+		t.Fatal("metadata without channel state written as version 4")
+	}
+	if _, err := DecodeMetadata(old); err != nil {
+		t.Fatalf("older version: %v", err)
+	}
+	m := sampleMetadata()
+	m.Operators[0].Subtasks[0].Channels = &ChannelState{Path: "op-0.channels", Size: 30, CRC: 5, Channels: []ChannelStateHandle{
+		{Output: true, Edge: "src->map/0", Producer: 0, Consumer: 1, Offset: 0, Length: 20, Records: 4},
+		{Edge: "other->map/1", Producer: 2, Consumer: 0, Offset: 20, Length: 10, Records: 1},
+	}}
+	b, err := EncodeMetadata(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(b, []byte("WEIRCKPT\x00\x00\x00\x04")) {
+		t.Fatalf("header = %q, want magic and version 4", b[:12])
+	}
+	got, err := DecodeMetadata(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := *m
+	want.Version = 4
+	if !reflect.DeepEqual(got, &want) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, &want)
+	}
+	if full, inline := got.Operators[0].Subtasks[0].Sizes(); full < 30 || inline >= full {
+		t.Fatalf("Sizes = %d, %d: the channel state file counts in full, not inline", full, inline)
+	}
+	payload := b[metadataHeaderSize : len(b)-metadataCRCSize]
+	v3 := bytes.Replace(payload, []byte(`"version":4`), []byte(`"version":3`), 1)
+	_, err = DecodeMetadata(frame(metadataMagic, 3, v3, 0))
+	if !errors.Is(err, ErrCorruptMetadata) || !strings.Contains(err.Error(), "need version 4") {
+		t.Fatalf("version 3 file with channel state: %v", err)
 	}
 }

@@ -81,6 +81,11 @@ var Keys = []Key{
 	{Name: "execution.checkpointing.tolerable-failed-checkpoints", Flag: "tolerable-failed-checkpoints", Kind: Int,
 		Min: -1, Max: math.MaxInt32,
 		Accepts: "an integer of at least 0, or -1 for unlimited"},
+	{Name: "execution.checkpointing.unaligned.enabled", Flag: "unaligned", Kind: Bool,
+		Accepts: "true or false"},
+	{Name: "execution.checkpointing.aligned-checkpoint-timeout", Flag: "aligned-checkpoint-timeout", Kind: Duration,
+		Min: 0, ZeroOK: true,
+		Accepts: "0 (always unaligned) or a positive duration, such as 30s"},
 	{Name: "execution.checkpointing.savepoint-dir", Flag: "savepoint-dir", Kind: String,
 		Accepts: "a directory or a storage URL (file:///path, s3://bucket/prefix)"},
 

@@ -203,9 +203,16 @@ func (jm *JobMaster) discardTaskState(d checkpoint.DiscardTaskState) {
 		store, dir = opts.Store, opts.Dir
 	}
 	for _, o := range ops {
+		paths := []string{}
 		for _, h := range o.State.Keyed {
-			if h.Path != "" {
-				name := path.Join(dir, h.Path)
+			paths = append(paths, h.Path)
+		}
+		if c := o.State.Channels; c != nil {
+			paths = append(paths, c.Path)
+		}
+		for _, p := range paths {
+			if p != "" {
+				name := path.Join(dir, p)
 				if err := boundedErr(jm, func(ctx context.Context) error { return store.Delete(ctx, name) }); err != nil {
 					jm.log.Warn("could not discard task state", "checkpoint", d.ID, "task", d.Task, "err", err)
 				}

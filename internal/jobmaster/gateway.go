@@ -145,6 +145,9 @@ type Acknowledge struct {
 	// StateSize and CheckpointedSize: see runtime.TaskAck.
 	StateSize        int64
 	CheckpointedSize int64
+	// Unaligned and PersistedData: see runtime.TaskAck (channel state).
+	Unaligned     bool
+	PersistedData int64
 }
 
 // Decline reports that a task could not take its part of a checkpoint.

@@ -611,6 +611,7 @@ func (jm *JobMaster) onAck(now int64, a Acknowledge) {
 	jm.stats.acked(a.Checkpoint, SubtaskStats{
 		Task: a.Task, AckTime: jm.clock.Now(), Sync: a.Sync, Async: a.Async,
 		Alignment: a.Alignment, StartDelay: a.StartDelay, StateSize: a.StateSize, CheckpointedSize: a.CheckpointedSize,
+		Unaligned: a.Unaligned, PersistedData: a.PersistedData,
 	})
 	jm.coord.Ack(now, a.Checkpoint, task, checkpoint.TaskSnapshot{
 		StateSize: a.StateSize, CheckpointedSize: a.CheckpointedSize,

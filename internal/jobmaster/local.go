@@ -172,7 +172,8 @@ func (r responder) Acknowledge(ack runtime.TaskAck) {
 	}
 	r.l.Report(Acknowledge{Attempt: r.attempt, Task: ack.Task, Checkpoint: ack.ID, Operators: ack.Operators,
 		Sync: ack.Sync, Async: ack.Async, Alignment: ack.Alignment, StartDelay: ack.StartDelay,
-		StateSize: ack.StateSize, CheckpointedSize: ack.CheckpointedSize})
+		StateSize: ack.StateSize, CheckpointedSize: ack.CheckpointedSize,
+		Unaligned: ack.Unaligned, PersistedData: ack.PersistedData})
 }
 
 // SourceRecords implements runtime.Responder.

@@ -28,7 +28,10 @@ type SubtaskStats struct {
 	// checkpoint (less than StateSize when incremental).
 	StateSize        int64
 	CheckpointedSize int64
-	Unaligned        bool
+	// Unaligned: the task snapshotted unaligned; PersistedData is the
+	// bytes of channel state (in-flight records) it wrote.
+	Unaligned     bool
+	PersistedData int64
 }
 
 // CheckpointStats describes one checkpoint or savepoint.
@@ -48,7 +51,11 @@ type CheckpointStats struct {
 	// changelog checkpoints.
 	StateSize        int64
 	CheckpointedSize int64
-	FailureReason    string
+	// Unaligned: some task snapshotted unaligned (Flink's is_unaligned);
+	// PersistedData is the channel state all tasks wrote.
+	Unaligned     bool
+	PersistedData int64
+	FailureReason string
 	// Path is the checkpoint's directory (a savepoint's path for savepoints).
 	Path     string
 	Subtasks []SubtaskStats
@@ -106,6 +113,8 @@ func (b *statsBook) acked(id int64, sub SubtaskStats) {
 		s.Subtasks = append(s.Subtasks, sub)
 		s.StateSize += sub.StateSize
 		s.CheckpointedSize += sub.CheckpointedSize
+		s.Unaligned = s.Unaligned || sub.Unaligned
+		s.PersistedData += sub.PersistedData
 	}
 }
 

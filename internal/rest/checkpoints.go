@@ -58,6 +58,7 @@ func (s *Server) getCheckpoints(w http.ResponseWriter, r *http.Request) {
 		CheckpointedSize: summarize(completed, func(c jobmaster.CheckpointStats) int64 { return c.CheckpointedSize }),
 		StateSize:        summarize(completed, func(c jobmaster.CheckpointStats) int64 { return c.StateSize }),
 		EndToEndDuration: summarize(completed, func(c jobmaster.CheckpointStats) int64 { return c.Duration.Milliseconds() }),
+		PersistedData:    summarize(completed, func(c jobmaster.CheckpointStats) int64 { return c.PersistedData }),
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -110,12 +111,16 @@ func checkpointStatistics(c jobmaster.CheckpointStats, discarded bool) Checkpoin
 	st := CheckpointStatistics{
 		ID: c.ID, IsSavepoint: c.Savepoint, CheckpointType: "CHECKPOINT",
 		TriggerTimestamp: ms(c.TriggerTime), LatestAckTimestamp: -1,
-		CheckpointedSize: c.CheckpointedSize, StateSize: c.StateSize,
+		CheckpointedSize: c.CheckpointedSize, StateSize: c.StateSize, PersistedData: c.PersistedData,
+		IsUnaligned: c.Unaligned,
 		NumSubtasks: c.NumTasks, NumAcknowledgedSubtasks: len(c.Subtasks),
 		Tasks: map[string]TaskCheckpointStatistics{},
 	}
-	if c.Savepoint {
+	switch {
+	case c.Savepoint:
 		st.CheckpointType = "SAVEPOINT"
+	case c.Unaligned:
+		st.CheckpointType = "UNALIGNED_CHECKPOINT"
 	}
 	var lastAck time.Time
 	for _, sub := range c.Subtasks {
@@ -198,6 +203,7 @@ func taskCheckpointStatistics(c jobmaster.CheckpointStats, v *vertexCheckpoint) 
 	for _, a := range v.acks {
 		t.StateSize += a.StateSize
 		t.CheckpointedSize += a.CheckpointedSize
+		t.PersistedData += a.PersistedData
 		if a.AckTime.After(last) {
 			last = a.AckTime
 		}
@@ -278,7 +284,7 @@ func (s *Server) getCheckpointSubtasks(w http.ResponseWriter, r *http.Request) {
 				StateSize:           a.StateSize,
 				CheckpointedSize:    a.CheckpointedSize,
 				Checkpoint:          SubtaskCheckpointTimes{Sync: a.Sync.Milliseconds(), Async: a.Async.Milliseconds()},
-				Alignment:           SubtaskAlignment{Duration: a.Alignment.Milliseconds()},
+				Alignment:           SubtaskAlignment{Duration: a.Alignment.Milliseconds(), Persisted: a.PersistedData},
 				StartDelay:          a.StartDelay.Milliseconds(),
 				UnalignedCheckpoint: a.Unaligned,
 				Aborted:             c.Status == jobmaster.Failed,
@@ -293,7 +299,10 @@ func (s *Server) getCheckpointSubtasks(w http.ResponseWriter, r *http.Request) {
 			Sync:  sub(func(a jobmaster.SubtaskStats) int64 { return a.Sync.Milliseconds() }),
 			Async: sub(func(a jobmaster.SubtaskStats) int64 { return a.Async.Milliseconds() }),
 		},
-		Alignment:  AlignmentSummary{Duration: sub(func(a jobmaster.SubtaskStats) int64 { return a.Alignment.Milliseconds() })},
+		Alignment: AlignmentSummary{
+			Duration:  sub(func(a jobmaster.SubtaskStats) int64 { return a.Alignment.Milliseconds() }),
+			Persisted: sub(func(a jobmaster.SubtaskStats) int64 { return a.PersistedData }),
+		},
 		StartDelay: sub(func(a jobmaster.SubtaskStats) int64 { return a.StartDelay.Milliseconds() }),
 	}
 	writeJSON(w, http.StatusOK, out)

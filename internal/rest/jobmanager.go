@@ -222,8 +222,9 @@ type CheckpointConfigInfo struct {
 	CheckpointStorage string
 	// SavepointDir is the default savepoint directory; empty for none.
 	SavepointDir string
-	// Unaligned reports unaligned checkpoints; AlignedTimeout switches from
-	// aligned to unaligned after that long (0: never).
+	// Unaligned reports unaligned checkpoints; with it, AlignedTimeout
+	// starts them aligned and switches after that long (0: always
+	// unaligned).
 	Unaligned      bool
 	AlignedTimeout time.Duration
 	// EveryNRecords triggers a checkpoint every that many source records

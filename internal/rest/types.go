@@ -327,10 +327,14 @@ const (
 // (only there with Tasks filled).
 type CheckpointStatistics struct {
 	// ClassName is "completed", "in_progress" or "failed".
-	ClassName               string `json:"className"`
-	ID                      int64  `json:"id"`
-	Status                  string `json:"status"`
-	IsSavepoint             bool   `json:"is_savepoint"`
+	ClassName   string `json:"className"`
+	ID          int64  `json:"id"`
+	Status      string `json:"status"`
+	IsSavepoint bool   `json:"is_savepoint"`
+	// IsUnaligned: some task snapshotted unaligned; CheckpointType is then
+	// "UNALIGNED_CHECKPOINT" (Flink's values: CHECKPOINT,
+	// UNALIGNED_CHECKPOINT, SAVEPOINT).
+	IsUnaligned             bool   `json:"is_unaligned"`
 	CheckpointType          string `json:"checkpoint_type"`
 	TriggerTimestamp        int64  `json:"trigger_timestamp"`
 	LatestAckTimestamp      int64  `json:"latest_ack_timestamp"`

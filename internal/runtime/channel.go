@@ -28,6 +28,11 @@ const (
 	// WatermarkStatus says the sending subtask became idle (ID 1) or active
 	// again (ID 0): an idle input does not hold the watermark back.
 	WatermarkStatus
+	// BarrierAnnouncement announces barrier ID (with its Timestamp and
+	// AlignedTimeoutMs), queued behind data, ahead of that data, so that
+	// the consumer can switch to an unaligned snapshot before the barrier
+	// reaches the head of the queue. In process only.
+	BarrierAnnouncement
 )
 
 func (k EventKind) String() string {
@@ -42,6 +47,8 @@ func (k EventKind) String() string {
 		return "watermark"
 	case WatermarkStatus:
 		return "watermark-status"
+	case BarrierAnnouncement:
+		return "barrier-announcement"
 	}
 	return "unknown-event"
 }
@@ -53,6 +60,11 @@ type Event struct {
 	Timestamp int64 // watermark time, or the trigger time (epoch ms) of a barrier
 	// Options of a barrier; nil for other events.
 	Options *BarrierOptions
+	// Unaligned: the barrier overtook the data (an unaligned checkpoint).
+	Unaligned bool
+	// AlignedTimeoutMs > 0: the barrier is aligned, and a task still
+	// aligning it that long after Timestamp switches to unaligned.
+	AlignedTimeoutMs int64
 }
 
 // envelope is one element of a channel's queue: a batch of records, or an
@@ -179,6 +191,11 @@ type Input[T any] struct {
 	dst BatchOutput[T] // a whole envelope per call
 	// Records counts the records received.
 	records *atomic.Int64
+	// rec records the channel state of unaligned checkpoints; nil unless
+	// SetChannelState was called. recovered is the restored input state.
+	rec         *channelRecorder[T]
+	recovered   []T
+	recoveredTS []int64
 }
 
 // bindMetrics makes the input count its records in m (see Task).
@@ -198,6 +215,9 @@ func (in *Input[T]) Poll() (Event, bool, bool) {
 	case env := <-in.ch.queue:
 		if env.recs == nil {
 			return env.ev, true, true
+		}
+		if in.rec != nil && in.rec.enabled {
+			in.rec.appendCopy(env.recs, env.ts)
 		}
 		in.dst.EmitBatch(env.recs, env.ts)
 		in.records.Add(int64(len(env.recs)))

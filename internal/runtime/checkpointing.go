@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -125,7 +126,11 @@ type TaskAck struct {
 	// asynchronous parts uploaded and the inline state (Flink's
 	// "Checkpointed Data Size"). It equals StateSize for full snapshots.
 	CheckpointedSize int64
-	Err              error
+	// Unaligned: the task's snapshot was unaligned; PersistedData is the
+	// bytes of channel state it wrote (Flink's "Persisted Data").
+	Unaligned     bool
+	PersistedData int64
+	Err           error
 }
 
 // Responder is the job master as a task sees it. Its methods must not block
@@ -165,6 +170,12 @@ type CheckpointConfig struct {
 	// OperatorInfo describes the chain's operators (same order as Chain), so
 	// that acks name them.
 	Operators []OperatorInfo
+	// Unaligned makes the checkpoints (not the savepoints) a source task
+	// triggers unaligned; with AlignedTimeout > 0 they start aligned and
+	// switch once that old (Options.Checkpointing.Unaligned and
+	// AlignedTimeout). Downstream tasks follow the barriers they receive.
+	Unaligned      bool
+	AlignedTimeout time.Duration
 }
 
 // OperatorInfo identifies an operator of a chain in checkpoints.
@@ -183,8 +194,140 @@ type asyncSnapshots struct {
 // TriggerCheckpoint is the mail the job master sends to a source task.
 func (t *Task) TriggerCheckpoint(id, timestamp int64, opts *BarrierOptions) Mail {
 	return func() error {
-		return t.performCheckpoint(Event{Kind: Barrier, ID: id, Timestamp: timestamp, Options: opts}, 0, 0)
+		b := Event{Kind: Barrier, ID: id, Timestamp: timestamp, Options: opts}
+		if cc := t.cfg.Checkpointing; cc != nil && cc.Unaligned && (opts == nil || opts.Kind == checkpoint.KindCheckpoint) {
+			if cc.AlignedTimeout <= 0 {
+				b.Unaligned = true
+			} else {
+				b.AlignedTimeoutMs = max(1, cc.AlignedTimeout.Milliseconds())
+			}
+		}
+		return t.performCheckpoint(b, 0, 0, b.Unaligned)
 	}
+}
+
+// pendingChannels is an unaligned snapshot of a task with inputs whose
+// input channel state is still being recorded: its asynchronous part waits
+// for it.
+type pendingChannels struct {
+	id     int64
+	inputs chan []ChannelData // the input state, sent once
+	abort  chan struct{}      // closed when the alignment is aborted
+}
+
+// channelStateDone hands the recorded input state of checkpoint id to its
+// asynchronous part.
+func (t *Task) channelStateDone(id int64) {
+	p := t.pending
+	if p == nil || p.id != id {
+		return
+	}
+	var in []ChannelData
+	for _, ic := range t.cfg.Inputs {
+		if cs, ok := ic.(ChannelStateInput); ok {
+			if d := cs.TakeRecording(); d != nil {
+				in = append(in, d)
+			}
+		}
+	}
+	p.inputs <- in
+	t.pending = nil
+}
+
+// abortPending drops the input state recorded for checkpoint id, if any.
+func (t *Task) abortPending(id int64) {
+	p := t.pending
+	if p == nil || p.id > id {
+		return
+	}
+	for _, ic := range t.cfg.Inputs {
+		if cs, ok := ic.(ChannelStateInput); ok {
+			cs.TakeRecording()
+		}
+	}
+	close(p.abort)
+	t.pending = nil
+}
+
+// syncRecording makes each input record exactly while the aligner says
+// its data is channel state.
+func (t *Task) syncRecording() {
+	if t.aligner == nil || t.pending == nil {
+		return
+	}
+	for i, ic := range t.cfg.Inputs {
+		if cs, ok := ic.(ChannelStateInput); ok {
+			if t.aligner.Recording(i) {
+				cs.StartRecording()
+			} else {
+				cs.StopRecording()
+			}
+		}
+	}
+}
+
+// forward sends barrier b downstream: ahead of the queued data when
+// unaligned (returning the output channel state), behind it otherwise,
+// announced ahead of the data when it has an aligned timeout.
+func (t *Task) forward(b Event, unaligned bool) []ChannelData {
+	var out []ChannelData
+	if unaligned {
+		b.Unaligned, b.AlignedTimeoutMs = true, 0
+	}
+	for _, w := range t.cfg.Writers {
+		cw, ok := w.(ChannelStateWriter)
+		switch {
+		case ok && unaligned:
+			out = append(out, cw.Overtake(b)...)
+		case ok && b.AlignedTimeoutMs > 0:
+			cw.Announce(Event{Kind: BarrierAnnouncement, ID: b.ID, Timestamp: b.Timestamp, Options: b.Options, AlignedTimeoutMs: b.AlignedTimeoutMs})
+			w.Broadcast(b)
+		default:
+			w.Broadcast(b)
+		}
+	}
+	return out
+}
+
+// channelStateName names a task's channel state file in a checkpoint
+// directory.
+func channelStateName(uid string, subtask int) string {
+	safe := []byte(uid)
+	for i, c := range safe {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			safe[i] = '_'
+		}
+	}
+	return fmt.Sprintf("%s-%d.channels", safe, subtask)
+}
+
+// writeChannelState writes a task's channel state through checkpoint
+// storage (inline when the barrier has no store: tests) and returns its
+// handle.
+func writeChannelState(ctx context.Context, opts *BarrierOptions, name string, data []ChannelData) (*checkpoint.ChannelState, error) {
+	var buf []byte
+	cs := &checkpoint.ChannelState{}
+	for _, d := range data {
+		h := d.Handle()
+		h.Offset = int64(len(buf))
+		buf = d.AppendTo(buf)
+		h.Length = int64(len(buf)) - h.Offset
+		h.Records = int64(d.Len())
+		cs.Channels = append(cs.Channels, h)
+	}
+	if opts == nil || opts.Store == nil {
+		cs.Inline, cs.Size, cs.CRC = buf, int64(len(buf)), storage.Checksum(buf)
+		return cs, nil
+	}
+	size, crc, err := storage.CheckpointStorage{Store: opts.Store}.WriteStateFile(ctx, opts.Dir, name, func(w io.Writer) error {
+		_, err := w.Write(buf)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("channel state: %w", err)
+	}
+	cs.Path, cs.Size, cs.CRC = name, size, crc
+	return cs, nil
 }
 
 // NotifyComplete is the mail telling a task that checkpoint id completed.
@@ -249,8 +392,10 @@ func (t *Task) Stop() Mail {
 
 // performCheckpoint takes the task's snapshot for barrier b: the synchronous
 // part of every operator in chain order, then the barrier goes downstream,
-// then the asynchronous part runs on its own goroutine.
-func (t *Task) performCheckpoint(b Event, firstBarrierAt int64, alignmentMs int64) error {
+// then the asynchronous part runs on its own goroutine. An unaligned
+// snapshot's barrier overtakes the queued output, and its asynchronous
+// part writes the channel state too, once the input state is complete.
+func (t *Task) performCheckpoint(b Event, firstBarrierAt int64, alignmentMs int64, unaligned bool) error {
 	cc := t.cfg.Checkpointing
 	if cc == nil {
 		return fmt.Errorf("task %s: barrier %d but checkpointing is off", t.Name(), b.ID)
@@ -312,10 +457,13 @@ func (t *Task) performCheckpoint(b Event, firstBarrierAt int64, alignmentMs int6
 	// The synchronous part is the operators' snapshots; forwarding the
 	// barrier (which may wait for queue space under backpressure) is not.
 	syncDur := time.Since(start)
-	for _, w := range t.cfg.Writers {
-		w.Broadcast(b)
+	outState := t.forward(b, unaligned)
+	var pending *pendingChannels
+	if unaligned && len(t.cfg.Inputs) > 0 {
+		pending = &pendingChannels{id: b.ID, inputs: make(chan []ChannelData, 1), abort: make(chan struct{})}
+		t.pending = pending
 	}
-	ack := TaskAck{Task: t.cfg.ID, ID: b.ID, Sync: syncDur, Alignment: time.Duration(alignmentMs) * time.Millisecond}
+	ack := TaskAck{Task: t.cfg.ID, ID: b.ID, Sync: syncDur, Alignment: time.Duration(alignmentMs) * time.Millisecond, Unaligned: unaligned}
 	if firstBarrierAt > 0 && b.Timestamp > 0 {
 		ack.StartDelay = time.Duration(max(0, firstBarrierAt-b.Timestamp)) * time.Millisecond
 	}
@@ -358,6 +506,23 @@ func (t *Task) performCheckpoint(b Event, firstBarrierAt int64, alignmentMs int6
 				err = fmt.Errorf("operator %q (subtask %d/%d): asynchronous snapshot: %w", info.Name, t.cfg.Subtask+1, t.cfg.Parallelism, err)
 			}
 		}
+		if unaligned && err == nil {
+			data := outState
+			if pending != nil {
+				select {
+				case in := <-pending.inputs:
+					data = append(data, in...)
+				case <-pending.abort:
+					// The task declined already (or upstream did).
+					return
+				case <-a.ctx.Done():
+					return
+				}
+			}
+			if len(data) > 0 {
+				err = t.addChannelState(a.ctx, b.Options, &ack, data)
+			}
+		}
 		ack.Async = time.Since(asyncStart)
 		ack.Err = err
 		if ack.Err != nil {
@@ -384,6 +549,27 @@ func (t *Task) performCheckpoint(b Event, firstBarrierAt int64, alignmentMs int6
 		}
 		cc.Responder.Acknowledge(ack)
 	})
+	return nil
+}
+
+// addChannelState writes data as the task's channel state and puts its
+// handle in the ack, on the head operator's state.
+func (t *Task) addChannelState(ctx context.Context, opts *BarrierOptions, ack *TaskAck, data []ChannelData) error {
+	head := t.cfg.Checkpointing.Operators[0]
+	cs, err := writeChannelState(ctx, opts, channelStateName(head.UID, t.cfg.Subtask), data)
+	if err != nil {
+		return fmt.Errorf("task %s: %w", t.Name(), err)
+	}
+	ack.PersistedData = cs.Size
+	ack.CheckpointedSize += cs.Size - int64(len(cs.Inline)) // inline bytes are counted with the metadata
+	for k := range ack.Operators {
+		if ack.Operators[k].UID == head.UID {
+			ack.Operators[k].State.Channels = cs
+			return nil
+		}
+	}
+	ack.Operators = append(ack.Operators, OperatorStateResult{UID: head.UID, Name: head.Name, Subtask: t.cfg.Subtask,
+		Parallelism: t.cfg.Parallelism, State: checkpoint.SubtaskState{Channels: cs}})
 	return nil
 }
 

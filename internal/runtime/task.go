@@ -90,6 +90,9 @@ type Task struct {
 	drained, inputEnded bool
 	// barriers remembers the first barrier of each alignment in progress.
 	barriers map[int64]Event
+	// pending is the unaligned snapshot whose input state is being
+	// recorded, nil when none.
+	pending *pendingChannels
 	// merger combines the watermarks of the input channels.
 	merger *watermark.Merger
 }
@@ -180,6 +183,12 @@ func (t *Task) Run(ctx context.Context) (err error) {
 		return err
 	}
 	t.cfg.Metrics.SetStatus(metrics.Running, time.Now())
+	// Restored output channel state goes out before anything new.
+	for _, w := range t.cfg.Writers {
+		if cw, ok := w.(ChannelStateWriter); ok {
+			cw.ReplayRecovered()
+		}
+	}
 	if t.cfg.Source != nil {
 		return t.runSource(ctx)
 	}
@@ -445,6 +454,12 @@ func (t *Task) runInputs(ctx context.Context) error {
 		}
 		t.aligner = a
 	}
+	// Restored input channel state is processed before any new record.
+	for _, in := range t.cfg.Inputs {
+		if cs, ok := in.(ChannelStateInput); ok {
+			cs.ReplayRecovered()
+		}
+	}
 	start := 0
 	for {
 		progressed := false
@@ -467,11 +482,20 @@ func (t *Task) runInputs(ctx context.Context) error {
 					return fmt.Errorf("task %s: barrier %d but checkpointing is off", t.Name(), ev.ID)
 				}
 				t.rememberBarrier(ev)
-				if err := t.alignerActions(t.aligner.OnBarrier(i, ev.ID, nowMs())); err != nil {
+				if err := t.alignerActions(t.aligner.OnBarrierInfo(i, barrierInfo(ev), nowMs())); err != nil {
 					return err
 				}
 				if f := t.cfg.Checkpointing.Faults; f != nil && f.OnAlignment != nil && t.aligner.Blocked(i) {
 					if err := f.OnAlignment(t.cfg.ID, ev.ID); err != nil {
+						return err
+					}
+				}
+			case BarrierAnnouncement:
+				if t.aligner != nil {
+					b := ev
+					b.Kind = Barrier
+					t.rememberBarrier(b)
+					if err := t.alignerActions(t.aligner.OnAnnounce(i, barrierInfo(ev), nowMs())); err != nil {
 						return err
 					}
 				}
@@ -534,26 +558,37 @@ func (t *Task) runInputs(ctx context.Context) error {
 		if err := t.cfg.Timers.fireDue(); err != nil {
 			return err
 		}
+		if err := t.alignmentTimeout(); err != nil {
+			return err
+		}
 		if !progressed {
 			// Idle: send what is buffered so that downstream is not kept
-			// waiting, then sleep until an input, the mailbox or a timer
-			// has work.
+			// waiting, then sleep until an input, the mailbox, a timer or
+			// the aligned timeout has work.
 			t.flushAll()
 			idle := time.Now()
+			timeout, stopTimeout := t.alignmentTimer()
 			select {
+			case <-timeout:
+				stopTimeout()
+				t.idleFrom(idle)
 			case <-t.cfg.Doorbell:
+				stopTimeout()
 				t.idleFrom(idle)
 			case m := <-t.mailbox:
+				stopTimeout()
 				t.idleFrom(idle)
 				if err := m(); err != nil {
 					return err
 				}
 			case <-t.cfg.Timers.wait():
+				stopTimeout()
 				t.idleFrom(idle)
 				if err := t.cfg.Timers.fireDue(); err != nil {
 					return err
 				}
 			case <-ctx.Done():
+				stopTimeout()
 				return context.Cause(ctx)
 			}
 		}
@@ -562,16 +597,56 @@ func (t *Task) runInputs(ctx context.Context) error {
 
 func nowMs() int64 { return time.Now().UnixMilli() }
 
-// alignerActions carries out what the aligner decided.
+// barrierInfo is what the aligner needs of barrier (or announcement) ev.
+func barrierInfo(ev Event) checkpoint.BarrierInfo {
+	return checkpoint.BarrierInfo{ID: ev.ID, TriggeredAt: ev.Timestamp, Unaligned: ev.Unaligned, AlignedTimeoutMs: ev.AlignedTimeoutMs}
+}
+
+// alignmentTimeout switches an alignment whose aligned timeout passed to
+// unaligned.
+func (t *Task) alignmentTimeout() error {
+	if t.aligner == nil {
+		return nil
+	}
+	at, ok := t.aligner.NextTimeout()
+	if !ok {
+		return nil
+	}
+	if now := nowMs(); now >= at {
+		return t.alignerActions(t.aligner.Tick(now))
+	}
+	return nil
+}
+
+// alignmentTimer returns a channel that fires at the aligned timeout of
+// the alignment in progress (nil when there is none) and its stop.
+func (t *Task) alignmentTimer() (<-chan time.Time, func()) {
+	if t.aligner == nil {
+		return nil, func() {}
+	}
+	at, ok := t.aligner.NextTimeout()
+	if !ok {
+		return nil, func() {}
+	}
+	tm := time.NewTimer(time.Duration(max(0, at-nowMs())) * time.Millisecond)
+	return tm.C, func() { tm.Stop() }
+}
+
+// alignerActions carries out what the aligner decided, then makes the
+// inputs record exactly what is input channel state.
 func (t *Task) alignerActions(acts []checkpoint.Action) error {
+	defer t.syncRecording()
 	for _, a := range acts {
 		switch a := a.(type) {
 		case checkpoint.Snapshot:
 			b := t.barrierOf(a.ID)
-			if err := t.performCheckpoint(b, a.FirstBarrierAt, a.AlignmentMs); err != nil {
+			if err := t.performCheckpoint(b, a.FirstBarrierAt, a.AlignmentMs, a.Unaligned); err != nil {
 				return err
 			}
+		case checkpoint.ChannelStateDone:
+			t.channelStateDone(a.ID)
 		case checkpoint.AbortAlignment:
+			t.abortPending(a.ID)
 			t.barrierOf(a.ID)
 			for _, w := range t.cfg.Writers {
 				w.Broadcast(Event{Kind: CancelBarrier, ID: a.ID})

@@ -3,6 +3,9 @@ package runtime
 import (
 	"sync/atomic"
 
+	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/checkpoint"
+
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/metrics"
 )
@@ -122,6 +125,12 @@ type RecordWriter[T any] struct {
 	// backpressured adds up the time sends waited for queue space; nil
 	// until the task binds its metrics.
 	backpressured *atomic.Int64
+	// codec and handles, when set (SetChannelState), make Overtake copy
+	// the overtaken batches; recovered is the restored output state.
+	codec       codec.Codec[T]
+	handles     []checkpoint.ChannelStateHandle
+	recovered   [][]T
+	recoveredTS [][]int64
 }
 
 // WriterOptions configure a RecordWriter.

@@ -315,6 +315,12 @@ func (s CheckpointStorage) verify(ctx context.Context, dir string, m *checkpoint
 					return fmt.Errorf("operator %q subtask %d keyed handle %d: %w", op.UID, st.Subtask, i, err)
 				}
 			}
+			if c := st.Channels; c != nil {
+				h := checkpoint.KeyedStateHandle{Path: c.Path, Inline: c.Inline, Size: c.Size, CRC: c.CRC}
+				if err := s.verifyHandle(ctx, dir, m.Kind, h, deep); err != nil {
+					return fmt.Errorf("operator %q subtask %d channel state: %w", op.UID, st.Subtask, err)
+				}
+			}
 		}
 	}
 	return nil

@@ -342,7 +342,7 @@ func TestLatestSkipsDamagedCheckpoints(t *testing.T) {
 				sentinel       error
 			}{
 				{"chk-9: ", "holds checkpoint 2", checkpoint.ErrCorruptMetadata},
-				{"chk-8: ", "format version 4", checkpoint.ErrUnsupportedMetadataVersion},
+				{"chk-8: ", "format version 5", checkpoint.ErrUnsupportedMetadataVersion},
 				{"chk-7: ", "checksum mismatch", checkpoint.ErrCorruptMetadata},
 				{"chk-6: ", "incomplete: no _metadata", ErrNotFound},
 				{"chk-5: ", "state file a.state: " + ErrCorruptState.Error() + ": checksum", ErrCorruptState},
