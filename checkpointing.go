@@ -14,6 +14,7 @@ import (
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/jobmaster"
 	"github.com/weirstream/weir/internal/network"
+	"github.com/weirstream/weir/internal/opstate"
 	"github.com/weirstream/weir/internal/restart"
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/internal/statebackend"
@@ -26,7 +27,7 @@ type restoredState struct {
 	splits       []connector.SplitState
 	committables []connector.Committable
 	// lists and broadcast are the instance's share of the operator list
-	// and broadcast state (redistributeOperatorState, opstate.go).
+	// and broadcast state (opstate.Redistribute).
 	lists     []checkpoint.ListState
 	broadcast []checkpoint.BroadcastState
 	// open reads a keyed-state handle, checking its size and checksum.
@@ -79,7 +80,7 @@ func (bc *buildCtx) restoreFor(n *nodeBase, s, par int, env *opEnv) *restoredSta
 			rs.committables = append(rs.committables, connector.Committable{CheckpointID: c.CheckpointID, Subtask: c.Subtask, Data: c.Data})
 		}
 	}
-	rs.lists, rs.broadcast = redistributeOperatorState(op.Subtasks, par, s)
+	rs.lists, rs.broadcast = opstate.Redistribute(op.Subtasks, par, s)
 	return rs
 }
 
@@ -295,7 +296,7 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 			opts.OnRestore(RestoreInfo{ID: r.Metadata.ID, Savepoint: r.Metadata.Kind == checkpoint.KindSavepoint, URL: r.URL(), Restart: restart})
 		}
 	}
-	veto := &restoreVeto{Strategy: jmOpts.Restart}
+	veto := &restart.Vetoable{Strategy: jmOpts.Restart}
 	jmOpts.Restart = veto
 	info := newJobInfo(opts, jobName, jg)
 	jmOpts.OnFailure = info.failed
@@ -345,7 +346,7 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 		bc := &buildCtx{ctx: ctx, opts: opts, jg: jg, stop: make(chan struct{}), logger: logger,
 			restore: restore, responder: resp, attempt: attempt}
 		if err := bc.checkRestoreCoverage(e); err != nil {
-			veto.veto() // no restart can cure it (opstate_restore.go)
+			veto.Veto() // no restart can cure it (restart.Vetoable)
 			return nil, err
 		}
 		if opts.Exchange == "tcp" {
@@ -366,7 +367,7 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 			}
 			var rr *repeatRefusal
 			if errors.As(err, &rr) {
-				veto.veto()
+				veto.Veto()
 			}
 			return nil, err
 		}
