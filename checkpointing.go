@@ -299,7 +299,7 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 	veto := &restart.Vetoable{Strategy: jmOpts.Restart}
 	jmOpts.Restart = veto
 	info := newJobInfo(opts, jobName, jg)
-	jmOpts.OnFailure = info.failed
+	jmOpts.OnFailure = info.Failed
 	if opts.Checkpointing.store == nil {
 		// A missing bucket or wrong credentials are reported now, not at the
 		// first checkpoint.
@@ -374,7 +374,7 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 		if bc.net != nil {
 			bc.net.Start() // it closes itself when the attempt's channels end
 		}
-		info.deployed(attempt, tasks)
+		info.Deployed(attempt, tasks)
 		return &jobmaster.Deployment{Tasks: tasks, Stop: bc.stop}, nil
 	}
 	jm, err := jobmaster.New(jmOpts, deploy)
@@ -390,7 +390,7 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 		defer local.release(opts.Logger)
 		logger.Info("job started", "vertices", len(jg.Vertices))
 		c.err = jm.Run(ctx)
-		info.ended(c.err)
+		info.Ended(c.err)
 		if errors.Is(c.err, context.Canceled) {
 			logger.Info("job cancelled", "cause", c.err)
 		} else if c.err != nil {
@@ -451,7 +451,7 @@ func (c *JobClient) TriggerSavepoint(ctx context.Context, dir string) (string, e
 // job; it returns the savepoint's path.
 func (c *JobClient) StopWithSavepoint(ctx context.Context, dir string) (string, error) {
 	path, err := c.jm.TriggerSavepoint(ctx, dir, true)
-	c.info.stoppedWith(path, err)
+	c.info.StoppedWith(path, err)
 	return path, err
 }
 
@@ -459,9 +459,7 @@ func (c *JobClient) StopWithSavepoint(ctx context.Context, dir string) (string, 
 // (StopWithSavepoint, DrainWithSavepoint, or a stop through the REST API),
 // once that call returned; "" if it was not stopped with one.
 func (c *JobClient) StopSavepoint() string {
-	c.info.mu.Lock()
-	defer c.info.mu.Unlock()
-	return c.info.stopSavepoint
+	return c.info.StopSavepoint()
 }
 
 // DrainWithSavepoint stops the job with a savepoint after draining it
@@ -476,7 +474,7 @@ func (c *JobClient) DrainWithSavepoint(ctx context.Context, dir string) (string,
 	if dir == "" && c.info.opts.Checkpointing.SavepointDir == "" {
 		return "", errors.New("no savepoint directory: pass one or set a default savepoint directory")
 	}
-	sources := c.info.sourceTasks()
+	sources := c.info.SourceTasks()
 	for _, t := range sources {
 		// The savepoint's trigger, mailed to the same tasks later, runs
 		// after the drain.
@@ -485,7 +483,7 @@ func (c *JobClient) DrainWithSavepoint(ctx context.Context, dir string) (string,
 		}
 	}
 	path, err := c.jm.TriggerSavepoint(ctx, dir, true)
-	c.info.stoppedWith(path, err)
+	c.info.StoppedWith(path, err)
 	if err != nil {
 		for _, t := range sources {
 			t.Post(context.WithoutCancel(ctx), t.Undrain()) // ErrTaskEnded: nothing to resume
