@@ -492,19 +492,6 @@ func (c *JobClient) DrainWithSavepoint(ctx context.Context, dir string) (string,
 	return path, err
 }
 
-// CheckpointStats describes one checkpoint (or savepoint).
-type CheckpointStats = jobmaster.CheckpointStats
-
-// CheckpointSummary counts checkpoints and names the last restore.
-type CheckpointSummary = jobmaster.Summary
-
-// Checkpoint returns the statistics of checkpoint id, if it is still in
-// the history.
-func (c *JobClient) Checkpoint(id int64) (CheckpointStats, bool) { return c.jm.Checkpoint(id) }
-
-// Checkpoints returns the checkpoint summary and history, oldest first.
-func (c *JobClient) Checkpoints() (CheckpointSummary, []CheckpointStats) { return c.jm.Stats() }
-
 func jobMasterOptions(o Options) (jobmaster.Options, error) {
 	c := o.Checkpointing
 	store := c.store

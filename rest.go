@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/jobmaster"
 	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/metrics/promexport"
 	"github.com/weirstream/weir/internal/rest"
@@ -79,8 +80,12 @@ func (j restJob) CheckpointConfig() rest.CheckpointConfigInfo {
 	}
 }
 
-func (j restJob) Checkpoints() (CheckpointSummary, []CheckpointStats) { return j.c.Checkpoints() }
-func (j restJob) Checkpoint(id int64) (CheckpointStats, bool)         { return j.c.Checkpoint(id) }
+// Checkpoints and Checkpoint give the job master's statistics as they are:
+// the REST API renders them itself.
+func (j restJob) Checkpoints() (jobmaster.Summary, []jobmaster.CheckpointStats) {
+	return j.c.jm.Stats()
+}
+func (j restJob) Checkpoint(id int64) (jobmaster.CheckpointStats, bool) { return j.c.jm.Checkpoint(id) }
 
 func (j restJob) TriggerCheckpoint(ctx context.Context) (int64, error) {
 	return j.c.TriggerCheckpoint(ctx)
