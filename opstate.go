@@ -79,7 +79,7 @@ func (c *Context) IsRestored() bool { return c.env.ops != nil && c.env.ops.resto
 // len%parallelism subtasks get one more), each element to exactly one
 // subtask. With the same parallelism each subtask gets its own elements
 // back. It is Flink's getListState of an OperatorStateStore.
-func OperatorList[T any](ctx contexter, name string) (state.List[T], error) {
+func OperatorList[T any](ctx FunctionContext, name string) (state.List[T], error) {
 	c, err := codec.Of[T]()
 	if err != nil {
 		return nil, fmt.Errorf("operator list state %q: %w (use OperatorListWithCodec)", name, err)
@@ -88,7 +88,7 @@ func OperatorList[T any](ctx contexter, name string) (state.List[T], error) {
 }
 
 // OperatorListWithCodec is OperatorList with a codec of the caller's.
-func OperatorListWithCodec[T any](ctx contexter, name string, c codec.Codec[T]) (state.List[T], error) {
+func OperatorListWithCodec[T any](ctx FunctionContext, name string, c codec.Codec[T]) (state.List[T], error) {
 	return registerList(ctx, name, false, c)
 }
 
@@ -96,7 +96,7 @@ func OperatorListWithCodec[T any](ctx contexter, name string, c codec.Codec[T]) 
 // on every restore each subtask gets the elements of all subtasks (Flink's
 // getUnionListState). A function usually keeps in it only what it must share
 // and filters on restore (for example by Subtask).
-func UnionList[T any](ctx contexter, name string) (state.List[T], error) {
+func UnionList[T any](ctx FunctionContext, name string) (state.List[T], error) {
 	c, err := codec.Of[T]()
 	if err != nil {
 		return nil, fmt.Errorf("union list state %q: %w (use UnionListWithCodec)", name, err)
@@ -105,7 +105,7 @@ func UnionList[T any](ctx contexter, name string) (state.List[T], error) {
 }
 
 // UnionListWithCodec is UnionList with a codec of the caller's.
-func UnionListWithCodec[T any](ctx contexter, name string, c codec.Codec[T]) (state.List[T], error) {
+func UnionListWithCodec[T any](ctx FunctionContext, name string, c codec.Codec[T]) (state.List[T], error) {
 	return registerList(ctx, name, true, c)
 }
 
@@ -116,7 +116,7 @@ func listKind(union bool) string {
 	return "operator list"
 }
 
-func registerList[T any](ctx contexter, name string, union bool, c codec.Codec[T]) (state.List[T], error) {
+func registerList[T any](ctx FunctionContext, name string, union bool, c codec.Codec[T]) (state.List[T], error) {
 	kind := listKind(union)
 	if c == nil {
 		return nil, fmt.Errorf("%s state %q: nil codec", kind, name)
