@@ -76,7 +76,7 @@ func Example_windows() {
 	events := weir.ForMonotonousTimestamps[int64]().WithTimestampAssigner(func(v int64, _ int64) int64 { return v })
 	env.FromSource("events", datagen.Sequence(0, 29), events).
 		KeyBy(func(int64) string { return "all" }).
-		Window(weir.TumblingEventTimeWindows(10 * time.Millisecond)).
+		Window(weir.TumblingEventTimeWindows(10*time.Millisecond)).
 		Reduce("sum", func(acc, v int64) int64 { return acc + v }).
 		SinkTo("out", out)
 	if err := env.Execute(context.Background(), "windows"); err != nil {
