@@ -1,6 +1,7 @@
 // Shared test helpers of the root package (the sp* helpers of the one job
 // that the savepoint, restore, backend, broadcast, incremental, operator
 // state and timer tests run, and the polling and metadata helpers).
+
 package weir_test
 
 import (
