@@ -12,12 +12,25 @@ GOFMT = $(shell GOTOOLCHAIN=$(GOTOOLCHAIN) $(GO) env GOROOT)/bin/gofmt
 # Packages whose goroutines talk to each other: tested with the race detector.
 RACE_PKGS := ./internal/runtime/... ./connectors/... ./codec/... .
 
-.PHONY: all build demo test ci test-short vet fmt bench bench-pgo pgo nexmark clean
+.PHONY: all build demo test ci test-short test-tcp vet fmt bench bench-pgo pgo nexmark clean proto
 
 all: build test
 
+# A static binary (no cgo), as the container image needs: BENCHMARKS.md's
+# Cluster section measures what that costs pebble.
 build:
-	$(GO) build -o bin/weir ./cmd/weir
+	CGO_ENABLED=0 $(GO) build -o bin/weir ./cmd/weir
+
+# The control plane's Go code from proto/ (committed; needs protoc, and
+# installs the two plugins at the versions of google.golang.org/protobuf
+# and grpc that go.mod uses into out/protobin).
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+proto:
+	mkdir -p out/protobin
+	GOBIN=$(CURDIR)/out/protobin $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$$($(GO) list -m -f '{{.Version}}' google.golang.org/protobuf)
+	GOBIN=$(CURDIR)/out/protobin $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	PATH=$(CURDIR)/out/protobin:$$PATH protoc -I proto --go_out=. --go_opt=module=github.com/weirstream/weir \
+		--go-grpc_out=. --go-grpc_opt=module=github.com/weirstream/weir proto/weir/cluster/v1/cluster.proto
 
 demo: build
 	./bin/weir demo
@@ -34,7 +47,19 @@ test: vet
 	@mkdir -p out && rm -f out/skipped.txt
 	set -o pipefail; $(GO) test -count=1 -json ./... | $(GO) run ./internal/testutil/testreport -skipped out/skipped.txt
 	set -o pipefail; $(GO) test -count=1 -race -json $(RACE_PKGS) | $(GO) run ./internal/testutil/testreport -skipped out/skipped.txt
+	set -o pipefail; WEIR_EXCHANGE=tcp $(GO) test -count=1 -json -run '$(TCP_SLICE)' . ./nexmark/ | $(GO) run ./internal/testutil/testreport -skipped out/skipped.txt
 	@$(GO) run ./internal/testutil/testreport -list out/skipped.txt
+
+# A fast slice of the job tests rerun with every non-chained edge over the
+# TCP data plane (WEIR_EXCHANGE=tcp): the exactly-once harness, windows,
+# joins, timers and Nexmark's exactly-once job.
+TCP_SLICE = ^(TestExactlyOnceHarness|TestWindowsExactlyOnce|TestWindowJoinMatchesReference|TestIntervalJoinMatchesReference|TestTumblingEventTimeWindows|TestTimersExactlyOnce|TestJobExactlyOnce)$$
+
+# The whole suite once more with every non-chained edge of every local job
+# over TCP on 127.0.0.1 (the four synctest tests skip, see
+# exchange_tcp_realtime_test.go); about as long as make test.
+test-tcp:
+	WEIR_EXCHANGE=tcp $(GO) test -count=1 ./...
 
 # Exactly what CI runs: installs Chromium, builds MinIO (cached), requires
 # both, then make test.

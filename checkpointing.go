@@ -33,7 +33,7 @@ type restoredState struct {
 	// open reads a keyed-state handle, checking its size and checksum.
 	open func(h checkpoint.KeyedStateHandle) ([]byte, error)
 	// from is the checkpoint restored: incremental handles' files are
-	// read from there (checkpointing_incremental.go).
+	// read from there (internal/statebackend/incremental).
 	from *jobmaster.Restored
 }
 
@@ -377,7 +377,7 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 		info.Deployed(attempt, tasks)
 		return &jobmaster.Deployment{Tasks: tasks, Stop: bc.stop}, nil
 	}
-	jm, err := jobmaster.New(jmOpts, deploy)
+	jm, err := jobmaster.New(jmOpts, jobmaster.NewLocalGateway(deploy, logger))
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,12 @@
 package weir
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/weirstream/weir/internal/statebackend/incremental"
+)
 
 // IncrementalRestore says how one operator instance restored incremental
 // state: handles linked from its local copy, handles downloaded.
@@ -24,8 +30,8 @@ func SetIncrementalRestoreHook(o *Options, f func(IncrementalRestore)) {
 		testHooksOf(o).onRestore = nil
 		return
 	}
-	testHooksOf(o).onRestore = func(job, uid string, subtask int, st restoreStats) {
-		f(IncrementalRestore{Job: job, UID: uid, Subtask: subtask, Local: st.local, Downloaded: st.downloaded})
+	testHooksOf(o).onRestore = func(job, uid string, subtask int, st incremental.RestoreStats) {
+		f(IncrementalRestore{Job: job, UID: uid, Subtask: subtask, Local: st.Local, Downloaded: st.Downloaded})
 	}
 }
 
@@ -56,3 +62,8 @@ func OnKeyedOpen(o *Options, f func(KeyedStateProbe)) {
 		f(KeyedStateProbe{UID: uid, Subtask: subtask, Pending: pending})
 	}
 }
+
+// SetLocalFS makes the incremental lifecycle of the job of o (native
+// checkpoints, changelog, local recovery, restores) reach the local disk
+// through fs, to inject local-disk errors.
+func SetLocalFS(o *Options, fs vfs.FS) { testHooksOf(o).localFS = fs }

@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connectors/collect"
@@ -36,7 +39,7 @@ func newFaultPlan(seed uint64) *faultPlan {
 		rng: rand.New(rand.NewPCG(seed, 7)),
 		left: map[string]int{
 			"operator-panic": 1, "source-error": 1, "sink-commit": 1,
-			"alignment": 1, "async-phase": 1,
+			"alignment": 1, "async-phase": 1, "local-disk": 3,
 		},
 		fired: map[string]int{},
 	}
@@ -141,6 +144,9 @@ func runHarnessWith(t *testing.T, seed uint64, backend string, base storage.Stor
 	var mats atomic.Int64
 	weir.CountChangelogMaterializations(&opts, &mats)
 	faults := injectFaults(t, &opts, seed, plan, base)
+	if opts.Checkpointing.Incremental {
+		injectLocalDiskFaults(&opts, plan)
+	}
 
 	env := weir.NewEnvironment(opts)
 	src := datagen.Generator(records, func(i int64) string { return fmt.Sprint("k", (i*7919)%keys) }).
@@ -224,6 +230,20 @@ func injectFaults(t *testing.T, opts *weir.Options, seed uint64, plan *faultPlan
 	return faults
 }
 
+// injectLocalDiskFaults makes the incremental lifecycle's local file
+// operations (native checkpoints and their listing, the changelog's writes,
+// uploads' reads, local recovery's links and copies, restores' downloads)
+// fail now and then, as plan decides, through the lifecycle's vfs.FS seam.
+func injectLocalDiskFaults(opts *weir.Options, plan *faultPlan) {
+	root := opts.LocalStateDir
+	weir.SetLocalFS(opts, errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasPrefix(op.Path, root) && plan.maybe("local-disk", 0.01) {
+			return fmt.Errorf("injected local-disk error: op %d on %s", op.Kind, op.Path)
+		}
+		return nil
+	})))
+}
+
 // TestExactlyOnceHarness runs the keyed job under randomly injected
 // failures (operator panics, source errors, storage write errors, sink
 // commit errors, failures during alignment and during the asynchronous
@@ -288,10 +308,18 @@ func TestExactlyOnceHarnessPebbleChangelog(t *testing.T) {
 		seeds = 3
 	}
 	var mats int64
+	var disk int
 	for seed := range seeds {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { mats += runHarnessOn(t, uint64(4000+seed), "pebble-changelog").mats })
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			res := runHarnessOn(t, uint64(4000+seed), "pebble-changelog")
+			mats += res.mats
+			disk += res.fired["local-disk"]
+		})
 	}
-	t.Logf("%d seeds: %d background materializations uploaded", seeds, mats)
+	t.Logf("%d seeds: %d background materializations uploaded, %d local-disk errors injected", seeds, mats, disk)
+	if disk == 0 && !t.Failed() {
+		t.Error("no local-disk error was injected: the harness did not exercise the lifecycle's file-system seam")
+	}
 	// 3 seeds (-short, under -race) may see none: the full run must.
 	if mats == 0 && !t.Failed() && !testing.Short() {
 		t.Error("no background materialization happened: the harness did not exercise them")
@@ -305,7 +333,14 @@ func TestExactlyOnceHarnessPebbleIncremental(t *testing.T) {
 	if testing.Short() {
 		seeds = 3
 	}
+	var disk int
 	for seed := range seeds {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { runHarnessOn(t, uint64(2000+seed), "pebble-incremental") })
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			disk += runHarnessOn(t, uint64(2000+seed), "pebble-incremental").fired["local-disk"]
+		})
+	}
+	t.Logf("%d seeds: %d local-disk errors injected", seeds, disk)
+	if disk == 0 && !t.Failed() {
+		t.Error("no local-disk error was injected: the harness did not exercise the lifecycle's file-system seam")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/internal/statebackend"
 	"github.com/weirstream/weir/internal/statebackend/heap"
+	"github.com/weirstream/weir/internal/statebackend/incremental"
 	"github.com/weirstream/weir/internal/statebackend/pebble"
 	"github.com/weirstream/weir/state"
 )
@@ -70,15 +71,12 @@ type keyedEnv[K comparable] struct {
 	maxPar  int
 	buf     []byte
 	env     *opEnv
-	// inc takes incremental checkpoints (Options.Checkpointing.Incremental,
-	// pebble); nil otherwise. restoreStats says how an incremental restore
-	// got its files.
-	inc          *incrementalState
-	restoreStats restoreStats
-	// cl takes changelog-based checkpoints (Options.Checkpointing.Changelog,
-	// checkpointing_changelog.go); nil otherwise. inc is then set too: it
-	// restores, and names the local directories.
-	cl *changelogState
+	// lc takes incremental (or changelog-based) checkpoints
+	// (Options.Checkpointing.Incremental, Changelog; pebble); nil
+	// otherwise. restoreStats says how an incremental restore got its
+	// files.
+	lc           *incremental.Lifecycle
+	restoreStats incremental.RestoreStats
 }
 
 // newKeyedEnv makes the keyed state of the operator instance of env and
@@ -109,10 +107,9 @@ func (k *keyedEnv[K]) open() error {
 		}
 		k.backend = b
 		if k.env.incremental {
-			k.inc = newIncrementalState(k.env)
-		}
-		if k.env.changelog.Enabled {
-			k.cl = newChangelogState(k.env, k.inc, k.env.changelog)
+			if k.lc, err = k.newLifecycle(b, k.env.changelog.Enabled); err != nil {
+				return fmt.Errorf("open pebble state backend: %w", err)
+			}
 		}
 	default:
 		k.backend = heap.New[K](k.groups, k.codec)
@@ -125,11 +122,8 @@ func (k *keyedEnv[K]) open() error {
 
 // close releases the backend (the pebble backend's files).
 func (k *keyedEnv[K]) close() error {
-	if k.cl != nil {
-		k.cl.close()
-	}
-	if k.inc != nil {
-		k.inc.close()
+	if k.lc != nil {
+		k.lc.Close()
 	}
 	if c, ok := k.backend.(io.Closer); ok {
 		return c.Close()
@@ -158,7 +152,7 @@ func (k *keyedEnv[K]) SnapshotKeyed(id int64, opts *runtime.BarrierOptions) (run
 	if k.backend == nil {
 		return runtime.OperatorSnapshot{}, fmt.Errorf("keyed state of operator %q is not open", k.env.name)
 	}
-	if k.inc != nil && opts.Kind == checkpoint.KindCheckpoint {
+	if k.lc != nil && opts.Kind == checkpoint.KindCheckpoint {
 		return k.snapshotIncremental(id, opts) // savepoints stay canonical
 	}
 	return snapshotKeyed(k.backend, k.env, id, opts)

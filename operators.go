@@ -611,9 +611,10 @@ type sourceNode[T any] struct {
 	out      *port[T]
 	splits   []connector.SplitState // enumerated once per deployment
 	listed   bool
+	dealt    [][]connector.SplitState // by subtask, for a connector.SplitDiscoverer
 }
 
-func (n *sourceNode[T]) reset(int) { n.splits, n.listed = nil, false }
+func (n *sourceNode[T]) reset(int) { n.splits, n.listed, n.dealt = nil, false, nil }
 
 func (n *sourceNode[T]) buildHead(bc *buildCtx, s int) {
 	par := bc.parallelism(&n.nodeBase)
@@ -628,7 +629,11 @@ func (n *sourceNode[T]) buildHead(bc *buildCtx, s int) {
 	}
 	env := bc.opEnv(&n.nodeBase, s)
 	var mine []connector.SplitState
-	if bc.restoreHas(n.uid) {
+	if d, ok := n.src.(connector.SplitDiscoverer); ok && d.DiscoversSplits() {
+		if mine, ok = n.dealByOwner(bc, d, par, s); !ok {
+			return
+		}
+	} else if bc.restoreHas(n.uid) {
 		// A restored job reads the splits of its checkpoint, from their
 		// positions; splits finished before the checkpoint are not there.
 		if env.restored != nil {
@@ -645,6 +650,36 @@ func (n *sourceNode[T]) buildHead(bc *buildCtx, s int) {
 	d.emit.setOutput(n.out.output(bc, s), env)
 	bc.task(&n.nodeBase, s).Source = d
 	bc.addOperator(&n.nodeBase, s, sourceOp[T]{d: d}, env)
+}
+
+// dealByOwner returns subtask s's splits of a source that discovers splits
+// at run time: those of the first start, or of every subtask of the
+// restored checkpoint, dealt by the source's owner rule, so that no split
+// is held by a subtask other than the one whose discovery owns it
+// (connector.SplitDiscoverer). It reports false after failing the build.
+func (n *sourceNode[T]) dealByOwner(bc *buildCtx, d connector.SplitDiscoverer, par, s int) ([]connector.SplitState, bool) {
+	if n.dealt == nil {
+		splits := n.splits
+		if bc.restoreHas(n.uid) {
+			for _, op := range bc.restore.Metadata.Operators {
+				if op.UID != n.uid {
+					continue
+				}
+				for _, st := range op.Subtasks {
+					for _, sp := range st.Splits {
+						splits = append(splits, connector.SplitState{ID: sp.ID, Data: sp.Data, Position: sp.Position})
+					}
+				}
+			}
+		}
+		dealt, err := connector.AssignSplits(splits, par, d.SplitOwner)
+		if err != nil {
+			bc.fail(fmt.Errorf("source %q: %w", n.name, err))
+			return nil, false
+		}
+		n.dealt = dealt
+	}
+	return n.dealt[s], true
 }
 
 // sourceOp is a source's place in its chain: it passes the notice of a

@@ -8,7 +8,10 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	iruntime "github.com/weirstream/weir/internal/runtime"
+	"github.com/weirstream/weir/internal/statebackend/incremental"
 	"github.com/weirstream/weir/internal/storage"
 )
 
@@ -202,10 +205,18 @@ type testHooks struct {
 	onKeyedOpen func(uid string, subtask int, pending func() int)
 	// onRestore is told how every incremental restore got its files; it
 	// runs on task goroutines.
-	onRestore func(job, uid string, subtask int, st restoreStats)
+	onRestore func(job, uid string, subtask int, st incremental.RestoreStats)
 	// onMaterialized is told of every background changelog
 	// materialization uploaded; it runs on the materialization's goroutine.
 	onMaterialized func(uid string, subtask int)
+	// localFS is the file system of the incremental lifecycle's local
+	// files (native checkpoints, changelog, local recovery, restores), to
+	// inject local-disk errors; nil: the disk. The pebble databases keep
+	// the disk: the same files, seen through another vfs.FS.
+	localFS vfs.FS
+	// clock is the lifecycle's clock (materialization intervals); nil:
+	// time.Now.
+	clock func() time.Time
 }
 
 // periodic reports whether automatic checkpoints (by interval or record

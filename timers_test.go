@@ -252,6 +252,7 @@ func (f *procTimers) OnTimer(ctx *weir.OnTimerContext[string], ts int64, out wei
 // advances only when every goroutine is blocked, so timers fire exactly on
 // time and the test reads the log after each step.
 func TestProcessingTimeTimers(t *testing.T) {
+	skipInBubbleOverTCP(t, "TestProcessingTimeTimersTCP")
 	synctest.Test(t, func(t *testing.T) {
 		src := newFeed[procEvent]()
 		var mu sync.Mutex
@@ -428,6 +429,7 @@ func TestTimersRescale(t *testing.T) {
 // checkpoint are restored and re-armed after a failure, and fire at their
 // time (in a synctest bubble: fake time, no sleeps for synchronization).
 func TestProcessingTimersRestored(t *testing.T) {
+	skipInBubbleOverTCP(t, "TestProcessingTimersRestoredTCP")
 	synctest.Test(t, func(t *testing.T) {
 		src := newFeed[procEvent]()
 		var mu sync.Mutex

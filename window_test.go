@@ -463,6 +463,7 @@ func TestWindowBadInput(t *testing.T) {
 // bubble: records arrive at chosen fake times, and windows fire when the
 // fake clock passes their end.
 func TestProcessingTimeWindows(t *testing.T) {
+	skipInBubbleOverTCP(t, "TestProcessingTimeWindowsTCP")
 	type step struct {
 		at   time.Duration // since the start, rounded to whole seconds by the bubble's epoch
 		keys string        // one record per letter
@@ -556,6 +557,7 @@ func relativeTimes(s string, start time.Time) string {
 // TestWindowsWithIdleInput: an input that sends nothing does not hold the
 // windows back once it is idle (WithIdleness); before that, it does.
 func TestWindowsWithIdleInput(t *testing.T) {
+	skipInBubbleOverTCP(t, "TestWindowsWithIdleInputTCP")
 	synctest.Test(t, func(t *testing.T) {
 		busy, quiet := newFeed[ev](), newFeed[ev]()
 		strategy := punctuatedStrategy(0, evTS).WithIdleness(time.Second)

@@ -26,7 +26,7 @@ var incrementalKeys = flag.Int("pebble-inc.keys", 200_000, "keys (100-byte value
 // checkpoint (uploaded-B/op) and time (ns/op: the synchronous and
 // asynchronous parts together). The incremental side uploads the data
 // files its previous checkpoint did not hold and the small exclusive files,
-// as weir's incremental checkpoints do (checkpointing_incremental.go).
+// as weir's incremental checkpoints do (internal/statebackend/incremental).
 //
 //	go test ./bench -run '^$' -bench PebbleCheckpointFullVsIncremental -benchtime 5x
 func BenchmarkPebbleCheckpointFullVsIncremental(b *testing.B) {

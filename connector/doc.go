@@ -22,4 +22,13 @@
 // implements RollbackCommitter and undoes it; for one that cannot (Kafka,
 // NATS), the runtime refuses such a restore unless the job allows repeated
 // output.
+//
+// # Splits found at run time
+//
+// A source whose splits appear while the job runs (Kafka partitions, files
+// of a watched directory) implements SplitDiscoverer: its readers discover
+// splits themselves, and one owner rule, applied by the runtime to the
+// splits of the first start and of every restore and by each reader to
+// what it discovers (SplitClaims), makes every split be read by exactly
+// one subtask at any parallelism.
 package connector

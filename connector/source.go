@@ -47,8 +47,9 @@ type Source[T any] interface {
 	Boundedness() Boundedness
 	// Splits enumerates the source's splits. It is called once, when a job
 	// starts without restored state; splits are then assigned to subtasks
-	// (split i to subtask i mod parallelism). A restored job reuses the split
-	// states of its checkpoint instead.
+	// (split i to subtask i mod parallelism, or by the owner rule of a
+	// SplitDiscoverer). A restored job reuses the split states of its
+	// checkpoint instead.
 	Splits(ctx context.Context, parallelism int) ([]SplitState, error)
 	// NewReader creates the reader of one subtask. It must not start
 	// goroutines; a reader that needs them starts them on its first Poll and

@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/weirstream/weir/internal/config"
 	"github.com/weirstream/weir/internal/rest"
 )
@@ -527,12 +529,20 @@ func TestNexmarkRunConfig(t *testing.T) {
 }
 
 // TestConfigKeysHaveFlags: every key of the configuration file sets a flag
-// of weir run wordcount, the command the README shows it with.
+// of weir run wordcount, the command the README shows it with, or, for the
+// cluster's keys, of weir jobmanager or weir taskmanager.
 func TestConfigKeysHaveFlags(t *testing.T) {
-	fs := newWordCountCommand().Flags()
+	wc := newWordCountCommand().Flags()
+	jm, tm := newJobManagerCommand().Flags(), newTaskManagerCommand().Flags()
 	for _, k := range config.Keys {
-		if fs.Lookup(k.Flag) == nil {
-			t.Errorf("%s sets --%s, which weir run wordcount does not have", k.Name, k.Flag)
+		has := wc.Lookup(k.Flag) != nil
+		if k.Cluster {
+			for _, fs := range []*pflag.FlagSet{jm, tm} {
+				has = has || fs.Lookup(k.Flag) != nil || (k.AltFlag != "" && fs.Lookup(k.AltFlag) != nil)
+			}
+		}
+		if !has {
+			t.Errorf("%s sets --%s, which no command has", k.Name, k.Flag)
 		}
 	}
 }

@@ -22,6 +22,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(run, newDemoCommand())
 	root.AddCommand(newNexmarkCommand())
 	root.AddCommand(newClientCommands()...)
+	root.AddCommand(newJobManagerCommand(), newTaskManagerCommand(), newClusterCommand())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return flagError{err: err, cmd: c.CommandPath()}
 	})

@@ -16,7 +16,7 @@ import (
 
 // The kafka scheme of `weir run wordcount`:
 //
-//	--input  kafka://HOST:PORT[,HOST:PORT...]/TOPIC[?start=earliest|latest|committed&stop=latest&group=G]
+//	--input  kafka://HOST:PORT[,HOST:PORT...]/TOPIC[?start=earliest|latest|committed&stop=latest&group=G&discovery=D|off]
 //	--output kafka://HOST:PORT[,HOST:PORT...]/TOPIC[?guarantee=exactly-once|at-least-once|none&transactional-id-prefix=P&transaction-timeout=D]
 //
 // Each input record's value is one line; each output record has the word
@@ -67,7 +67,7 @@ func kafkaURL(u *url.URL, known ...string) (brokers []string, topic string, q ur
 }
 
 func kafkaInput(ctx context.Context, u *url.URL, f wordCountFlags) (connector.Source[string], error) {
-	brokers, topic, q, err := kafkaURL(u, "start", "stop", "group")
+	brokers, topic, q, err := kafkaURL(u, "start", "stop", "group", "discovery")
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +90,17 @@ func kafkaInput(ctx context.Context, u *url.URL, f wordCountFlags) (connector.So
 		o.Stop = kafka.StopLatest
 	default:
 		return nil, fmt.Errorf("%q: stop=%q: use latest (read up to the end offsets of the first start), or leave it out to read on", u.Redacted(), s)
+	}
+	switch d := q.Get("discovery"); d {
+	case "":
+	case "off":
+		o.DiscoveryInterval = -1
+	default:
+		iv, err := time.ParseDuration(d)
+		if err != nil || iv <= 0 {
+			return nil, fmt.Errorf("%q: discovery=%q: use the interval at which to look for new partitions, such as 5m (the default), or off", u.Redacted(), d)
+		}
+		o.DiscoveryInterval = iv
 	}
 	src := kafka.NewSource(o, kafka.String())
 	if err := src.Check(ctx); err != nil {

@@ -84,14 +84,14 @@ func (ns *natsTestServer) js() jetstream.JetStream {
 }
 
 // natsWordsStream creates stream IN with one message per line of a
-// generated text and stream OUT on subject counts, and returns the
-// expected totals.
-func natsWordsStream(t *testing.T, ns *natsTestServer, lines int) map[string]int {
+// generated text and stream OUT on subject counts (allowing atomic batch
+// publish when atomic is set), and returns the expected totals.
+func natsWordsStream(t *testing.T, ns *natsTestServer, lines int, atomic bool) map[string]int {
 	js := ns.js()
 	ctx := context.Background()
 	for _, cfg := range []jetstream.StreamConfig{
 		{Name: "IN", Subjects: []string{"in.>"}, Storage: jetstream.FileStorage},
-		{Name: "OUT", Subjects: []string{"counts"}, Storage: jetstream.FileStorage},
+		{Name: "OUT", Subjects: []string{"counts"}, Storage: jetstream.FileStorage, AllowAtomicPublish: atomic},
 	} {
 		if _, err := js.CreateStream(ctx, cfg); err != nil {
 			t.Fatal(err)
@@ -101,13 +101,15 @@ func natsWordsStream(t *testing.T, ns *natsTestServer, lines int) map[string]int
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A loaded machine acknowledges slowly: wait for room, not 200ms.
+	stall := jetstream.WithStallWait(30 * time.Second)
 	for i, l := range strings.Split(strings.TrimSuffix(string(text), "\n"), "\n") {
 		// Two subjects, so that a subject filter has something to leave out.
-		if _, err := js.PublishAsync("in.words", []byte(l)); err != nil {
+		if _, err := js.PublishAsync("in.words", []byte(l), stall); err != nil {
 			t.Fatal(err)
 		}
 		if i%10 == 0 {
-			if _, err := js.PublishAsync("in.other", []byte("ignored noise")); err != nil {
+			if _, err := js.PublishAsync("in.other", []byte("ignored noise"), stall); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -194,7 +196,10 @@ func checkCountLines(t *testing.T, lines []string, want map[string]int) {
 // stream to a JetStream stream, kills it with SIGKILL at random moments
 // and restores it with --restore latest until a run ends by itself; with
 // restartServer, the server is also restarted (its store kept) while a run
-// goes on. The output stream must hold each word,k exactly once.
+// goes on. The output stream must hold each word,k exactly once. The
+// output stream allows atomic batch publish in the server-restart run (the
+// sink commits in batches with one message ID each) and not in the other
+// (one ID per message).
 func TestNATSWordCountSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills and restarts real weir processes")
@@ -205,7 +210,7 @@ func TestNATSWordCountSIGKILL(t *testing.T) {
 			t.Logf("seed %d", seed)
 			rng := rand.New(rand.NewPCG(seed, 7))
 			ns := startNATS(t)
-			want := natsWordsStream(t, ns, 15_000)
+			want := natsWordsStream(t, ns, 15_000, restartServer)
 			ck := filepath.Join(t.TempDir(), "ck")
 			args := []string{"run", "wordcount", "--input", "nats://" + ns.hostPort() + "/IN?subject=in.words&stop=latest",
 				"--output", "nats://" + ns.hostPort() + "/counts", "--parallelism", "2",

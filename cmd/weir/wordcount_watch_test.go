@@ -17,8 +17,9 @@ import (
 // TestWatchWordCountSIGKILL: `weir run wordcount --watch` follows a
 // directory that gets new files and appended lines (some written in two
 // pieces) while the job runs and while it is down; runs are killed with
-// SIGKILL and restored with --restore latest. Once everything is written,
-// the last run's committed output must hold each word,k exactly once.
+// SIGKILL and restored with --restore latest, each run at another
+// parallelism (2, 3, 1, 4, then 3). Once everything is written, the last
+// run's committed output must hold each word,k exactly once.
 func TestWatchWordCountSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills and restarts real weir processes")
@@ -81,12 +82,12 @@ func TestWatchWordCountSIGKILL(t *testing.T) {
 			time.Sleep(time.Duration(5+rng.IntN(15)) * time.Millisecond)
 		}
 	}()
-	args := []string{"run", "wordcount", "--input", in, "--watch", "20ms", "--output", out, "--parallelism", "2",
+	args := []string{"run", "wordcount", "--input", in, "--watch", "20ms", "--output", out,
 		"--checkpoint-interval", "50ms", "--checkpoint-dir", ck}
 	for run := 0; run < 4; run++ {
-		runArgs := args
+		runArgs := append(slices.Clip(args), "--parallelism", fmt.Sprint([]int{2, 3, 1, 4}[run]))
 		if run > 0 {
-			runArgs = append(slices.Clip(args), "--restore", "latest")
+			runArgs = append(runArgs, "--restore", "latest")
 		}
 		r := startAndKill(t, runArgs, 400*time.Millisecond+time.Duration(rng.Int64N(int64(1500*time.Millisecond))))
 		r.restore = run > 0
@@ -99,7 +100,7 @@ func TestWatchWordCountSIGKILL(t *testing.T) {
 	}
 	<-writerDone
 	// The last run goes on until its committed output holds every line.
-	cmd := exec.Command(os.Args[0], append(slices.Clip(args), "--restore", "latest")...)
+	cmd := exec.Command(os.Args[0], append(slices.Clip(args), "--parallelism", "3", "--restore", "latest")...)
 	cmd.Env = append(os.Environ(), "WEIR_TEST_MAIN=1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

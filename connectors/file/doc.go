@@ -30,17 +30,19 @@
 // "." or "_"; names starting with "." are never read, as they are files
 // being written).
 //
-// The connector contract assigns splits once, when a job starts, so a
-// reader cannot be given files found later. Each reader therefore lists
-// the directory itself and takes the files whose base name hashes (FNV-1a)
-// to its subtask modulo the parallelism: no file is read by two readers,
-// and no coordinator is needed. A reader's checkpoint state is one split
-// that lists every file it has seen with the offset after its last emitted
-// line and the file's device and inode, so a restored reader neither
-// rereads a file nor misses its new lines, nor a file that appeared while
-// the job was down. Because files are dealt out by hash, a watching job
-// must be restored with the parallelism of its checkpoint; another one is
-// refused with an error that says so.
+// There is no coordinator to hand out files found later, so each reader
+// lists the directory itself and takes the files whose base name hashes
+// (FNV-1a) to its subtask modulo the parallelism: the source is a
+// connector.SplitDiscoverer with that owner rule, and the runtime deals
+// the files of a checkpoint by the same rule, so no file is read by two
+// readers at any parallelism. A reader's checkpoint state is one split per
+// file it has seen (read to its end or not), with the offset after its
+// last emitted line and the file's device and inode: a restored job, at
+// the parallelism of its checkpoint or another, neither rereads a file nor
+// misses its new lines, and reads a file the checkpoint does not hold (one
+// that appeared later, or while the job was down) from its start.
+// Checkpoints of earlier versions (one split per reader) restore at their
+// own parallelism only.
 //
 // Files of a watched directory may only grow. A file that is truncated,
 // replaced under its name (another inode) or renamed (its inode appears

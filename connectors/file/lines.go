@@ -16,7 +16,10 @@ import (
 	"github.com/weirstream/weir/connector"
 )
 
-var _ connector.Source[string] = (*LinesSource)(nil)
+var (
+	_ connector.Source[string]  = (*LinesSource)(nil)
+	_ connector.SplitDiscoverer = (*LinesSource)(nil)
+)
 
 // Defaults of LinesOptions.
 const (
@@ -129,6 +132,16 @@ func (s *LinesSource) Boundedness() connector.Boundedness {
 		return connector.Unbounded
 	}
 	return connector.Bounded
+}
+
+// DiscoversSplits reports whether the source watches a directory: its
+// readers then find files as they appear (connector.SplitDiscoverer).
+func (s *LinesSource) DiscoversSplits() bool { return s.opts.Watch > 0 }
+
+// SplitOwner is the owner rule of a watched directory's files: FNV-1a of
+// the base name modulo the parallelism.
+func (s *LinesSource) SplitOwner(splitID string, parallelism int) int {
+	return watchOwner(splitID, parallelism)
 }
 
 // Splits returns one split per file, in name order. It does not depend on

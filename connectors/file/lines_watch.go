@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -33,18 +33,19 @@ type watchedFile struct {
 	active bool
 }
 
-// watchReader follows a directory. The contract assigns splits once, at
-// the start, so each reader lists the directory itself and takes the
-// files whose name hashes to its subtask (FNV-1a of the base name modulo
-// the parallelism): no two readers take one file, and a file stays with
-// its reader for as long as the parallelism stays.
+// watchReader follows a directory. Each reader lists the directory itself
+// and takes the files the source's owner rule gives its subtask (FNV-1a of
+// the base name modulo the parallelism, LinesSource.SplitOwner); the
+// runtime deals restored files by the same rule, so no two readers take
+// one file, at any parallelism (connector.SplitDiscoverer).
 type watchReader struct {
 	dir       string
 	opts      LinesOptions
 	subtask   int
 	par       int
 	logger    *slog.Logger
-	files     map[string]*watchedFile // by path
+	claims    *connector.SplitClaims  // the IDs of files
+	files     map[string]*watchedFile // by path; the files claims holds
 	nextList  time.Time
 	timer     *time.Timer
 	br        *bufio.Reader
@@ -59,14 +60,35 @@ func newWatchReader(dir string, opts LinesOptions, ctx connector.ReaderContext) 
 		logger = slog.Default()
 	}
 	return &watchReader{dir: dir, opts: opts, subtask: ctx.Subtask, par: ctx.Parallelism, logger: logger,
-		files: map[string]*watchedFile{}}
+		claims: connector.NewSplitClaims(ctx, watchOwner), files: map[string]*watchedFile{}}
 }
 
-// ownerOf is the subtask that reads the file of the given base name.
-func ownerOf(name string, parallelism int) int {
-	h := fnv.New32a()
-	h.Write([]byte(name))
-	return int(h.Sum32() % uint32(parallelism))
+// A watched file's split ID is watchFilePrefix followed by its path. The
+// IDs of the one split per reader that checkpoints of earlier versions
+// held are "watch:DIR:SUBTASK".
+const (
+	watchFilePrefix   = "watch-file:"
+	legacyWatchPrefix = "watch:"
+)
+
+func watchFileID(path string) string { return watchFilePrefix + path }
+
+// watchOwner is the owner rule of a watched directory's files: FNV-1a of
+// the file's base name modulo the parallelism. A legacy split stays with
+// the subtask that wrote it (its restore at another parallelism is
+// refused by AddSplits).
+func watchOwner(id string, parallelism int) int {
+	if path, ok := strings.CutPrefix(id, watchFilePrefix); ok {
+		return connector.HashOwner(filepath.Base(path), parallelism)
+	}
+	if rest, ok := strings.CutPrefix(id, legacyWatchPrefix); ok {
+		if i := strings.LastIndexByte(rest, ':'); i >= 0 {
+			if n, err := strconv.Atoi(rest[i+1:]); err == nil && n >= 0 {
+				return n % parallelism
+			}
+		}
+	}
+	return connector.HashOwner(id, parallelism)
 }
 
 // matches reports whether the reader reads the file of the given base
@@ -83,24 +105,36 @@ func (r *watchReader) matches(name string) bool {
 	return ok
 }
 
-// watchState is the Data of a watching reader's one split: whose state
-// it is. Its Position lists the reader's files (see encodeFiles).
+// watchState is the Data of the one split of a watching reader of an
+// earlier version: whose state it is. Its Position lists the reader's
+// files (see encodeFiles).
 type watchState struct {
 	Dir         string `json:"dir"`
 	Subtask     int    `json:"subtask"`
 	Parallelism int    `json:"parallelism"`
 }
 
-// AddSplits takes the state of a restored reader. Each reader snapshots
-// exactly one split, so that a restore at the same parallelism hands each
-// reader back its own (the runtime deals restored splits out in subtask
-// order); another parallelism would move files to readers whose hash does
-// not pick them, and is refused.
+// AddSplits takes the restored files of this reader: one split per file
+// (Data the path, Position its offset and identity), dealt by the owner
+// rule. The one split per reader of an earlier version's checkpoint is
+// taken at the parallelism it was written with, and refused at another.
 func (r *watchReader) AddSplits(splits []connector.SplitState) error {
 	if r.closed {
 		return errClosed
 	}
 	for _, st := range splits {
+		if path, ok := strings.CutPrefix(st.ID, watchFilePrefix); ok {
+			if err := r.claims.Assigned(st.ID); err != nil {
+				return fmt.Errorf("file source: %w", err)
+			}
+			wf, err := decodeFile(path, st.Position)
+			if err != nil {
+				return fmt.Errorf("file source: split %q: %w", st.ID, err)
+			}
+			wf.active = true
+			r.files[path] = wf
+			continue
+		}
 		var ws watchState
 		if err := json.Unmarshal(st.Data, &ws); err != nil || ws.Parallelism < 1 {
 			return fmt.Errorf("file source: split %q is not the state of a watching reader: %v", st.ID, err)
@@ -114,6 +148,9 @@ func (r *watchReader) AddSplits(splits []connector.SplitState) error {
 			return fmt.Errorf("file source: split %q: %w", st.ID, err)
 		}
 		for _, wf := range files {
+			if err := r.claims.Assigned(watchFileID(wf.path)); err != nil {
+				return fmt.Errorf("file source: %w", err)
+			}
 			wf.active = true
 			r.files[wf.path] = wf
 		}
@@ -121,18 +158,28 @@ func (r *watchReader) AddSplits(splits []connector.SplitState) error {
 	return nil
 }
 
-func encodeFiles(files map[string]*watchedFile) []byte {
-	paths := slices.Sorted(maps.Keys(files))
-	b := binary.AppendUvarint(nil, uint64(len(paths)))
-	for _, p := range paths {
-		wf := files[p]
-		b = binary.AppendUvarint(b, uint64(len(p)))
-		b = append(b, p...)
-		b = binary.AppendUvarint(b, uint64(wf.offset))
-		b = binary.AppendUvarint(b, wf.dev)
-		b = binary.AppendUvarint(b, wf.ino)
+// encodeFile is the Position of a watched file's split.
+func encodeFile(wf *watchedFile) []byte {
+	b := binary.AppendUvarint(nil, uint64(wf.offset))
+	b = binary.AppendUvarint(b, wf.dev)
+	return binary.AppendUvarint(b, wf.ino)
+}
+
+func decodeFile(path string, b []byte) (*watchedFile, error) {
+	wf := &watchedFile{path: path}
+	var v [3]uint64
+	for i := range v {
+		x, n := binary.Uvarint(b)
+		if n <= 0 {
+			return nil, errBadWatchPosition
+		}
+		v[i], b = x, b[n:]
 	}
-	return b
+	if len(b) != 0 || v[0] > 1<<62 {
+		return nil, errBadWatchPosition
+	}
+	wf.offset, wf.dev, wf.ino = int64(v[0]), v[1], v[2]
+	return wf, nil
 }
 
 var errBadWatchPosition = errors.New("malformed watch position")
@@ -198,10 +245,10 @@ func (r *watchReader) list() error {
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if !r.matches(name) || ownerOf(name, r.par) != r.subtask {
+		p := filepath.Join(r.dir, name)
+		if !r.matches(name) || !r.claims.Owns(watchFileID(p)) {
 			continue
 		}
-		p := filepath.Join(r.dir, name)
 		info, err := os.Stat(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // removed since ReadDir
@@ -221,6 +268,7 @@ func (r *watchReader) list() error {
 					return err
 				}
 			}
+			r.claims.Claim(watchFileID(p)) // new: from its first byte
 			wf = &watchedFile{path: p, dev: dev, ino: ino}
 			r.files[p] = wf
 		}
@@ -245,6 +293,7 @@ func (r *watchReader) list() error {
 	for p := range r.files {
 		if !present[p] {
 			delete(r.files, p) // deleted: if it comes back, it is new
+			r.claims.Forget(watchFileID(p))
 		}
 	}
 	return nil
@@ -313,6 +362,7 @@ func (r *watchReader) readFile(wf *watchedFile, out connector.Emitter[string], l
 	f, err := os.Open(wf.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		delete(r.files, wf.path)
+		r.claims.Forget(watchFileID(wf.path))
 		return 0, nil
 	}
 	if err != nil {
@@ -390,18 +440,19 @@ func (r *watchReader) Available() <-chan struct{} {
 	return c
 }
 
-// Snapshot returns one split that lists every file the reader has seen,
-// with its offset and identity: a restored reader neither reads them again
-// nor misses their new lines.
+// Snapshot returns a split for every file the reader has seen, read to its
+// end or not, with its offset and identity: a restored reader, at any
+// parallelism, neither reads them again nor misses their new lines, and a
+// file missing from the checkpoint is new.
 func (r *watchReader) Snapshot(int64) ([]connector.SplitState, error) {
 	if r.closed {
 		return nil, errClosed
 	}
-	data, err := json.Marshal(watchState{Dir: r.dir, Subtask: r.subtask, Parallelism: r.par})
-	if err != nil {
-		return nil, err
+	out := make([]connector.SplitState, 0, len(r.files))
+	for _, p := range slices.Sorted(maps.Keys(r.files)) {
+		out = append(out, connector.SplitState{ID: watchFileID(p), Data: []byte(p), Position: encodeFile(r.files[p])})
 	}
-	return []connector.SplitState{{ID: fmt.Sprintf("watch:%s:%d", r.dir, r.subtask), Data: data, Position: encodeFiles(r.files)}}, nil
+	return out, nil
 }
 
 func (r *watchReader) Close() error {

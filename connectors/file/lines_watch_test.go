@@ -148,15 +148,53 @@ func TestWatchSpreadsFilesOverSubtasks(t *testing.T) {
 	if !slices.Equal(all, want) {
 		t.Fatalf("subtasks read %q, want %q", all, want)
 	}
-	// A restore with another parallelism is refused, not guessed at.
+	// A restore at another parallelism, the files dealt by the owner
+	// rule as the runtime deals them: new lines and a file that appeared
+	// meanwhile are read once, nothing is read again.
 	r := watchReaderOf(t, src, 0, 1, nil)
 	var ls lineSink
 	pollFor(t, r, &ls, 20)
 	snap, _ := r.Snapshot(1)
+	if len(snap) != 20 {
+		t.Fatalf("snapshot holds %d splits, want one per file (20)", len(snap))
+	}
+	appendFile(t, filepath.Join(dir, "f03"), "more of f3\n")
+	appendFile(t, filepath.Join(dir, "g"), "line of g\n")
+	dealt, err := connector.AssignSplits(snap, 3, src.SplitOwner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again []string
+	for s := range 3 {
+		r := watchReaderOf(t, src, s, 3, dealt[s])
+		var ls lineSink
+		pollFor(t, r, &ls, 0)
+		again = append(again, ls.lines...)
+	}
+	slices.Sort(again)
+	if !slices.Equal(again, []string{"line of g", "more of f3"}) {
+		t.Fatalf("restored at parallelism 3, read %q, want the new lines only", again)
+	}
+	// A file dealt to a reader that does not own it is refused: its
+	// owner would read it too.
+	r3, _ := src.NewReader(connector.ReaderContext{Subtask: 0, Parallelism: 3, Logger: slog.Default()})
+	defer r3.Close()
+	if err := r3.AddSplits(dealt[1]); err == nil || !strings.Contains(err.Error(), "owner rule") {
+		t.Fatalf("a file dealt to the wrong subtask: %v", err)
+	}
+	// The one split per reader of an earlier version is refused at
+	// another parallelism, not guessed at.
+	legacy := connector.SplitState{ID: "watch:" + dir + ":0",
+		Data: fmt.Appendf(nil, `{"dir":%q,"subtask":0,"parallelism":1}`, dir), Position: []byte{0}}
 	r2, _ := src.NewReader(connector.ReaderContext{Subtask: 0, Parallelism: 2, Logger: slog.Default()})
 	defer r2.Close()
-	if err := r2.AddSplits(snap); err == nil || !strings.Contains(err.Error(), "parallelism") {
-		t.Fatalf("restore at another parallelism: %v", err)
+	if err := r2.AddSplits([]connector.SplitState{legacy}); err == nil || !strings.Contains(err.Error(), "parallelism") {
+		t.Fatalf("restore of a legacy split at another parallelism: %v", err)
+	}
+	r1, _ := src.NewReader(connector.ReaderContext{Subtask: 0, Parallelism: 1, Logger: slog.Default()})
+	defer r1.Close()
+	if err := r1.AddSplits([]connector.SplitState{legacy}); err != nil {
+		t.Fatalf("restore of a legacy split at its parallelism: %v", err)
 	}
 }
 

@@ -3,8 +3,8 @@
 //
 // # Source
 //
-// Each partition of the topics (named, or matched by TopicPattern when
-// the job first starts) is a split; the offset of the next record is its
+// Each partition of the topics (named, or matched by TopicPattern) is a
+// split; the offset of the next record is its
 // checkpointed position. A job that starts without a checkpoint
 // resolves every start offset in Splits: earliest (the default), latest, a
 // timestamp, or the committed offsets of a consumer group (earliest for a
@@ -34,9 +34,36 @@
 // Offsets go to the group (if Group is set) for monitoring only: the
 // checkpoint is the truth. The offsets of checkpoint n are committed when
 // n completes (the reader is a connector.CheckpointListener), as Flink's
-// KafkaSource does. The source contract enumerates splits once, when a job first starts:
-// partitions added to a topic later are not read until the job starts
-// afresh (Flink's periodic partition discovery has no counterpart yet).
+// KafkaSource does.
+//
+// # Partition discovery
+//
+// An unbounded source finds partitions added to its topics, and topics
+// created later that TopicPattern matches, every DiscoveryInterval
+// (default 5 minutes, as Flink's partition.discovery.interval.ms;
+// negative turns it off), and once when each reader starts. A partition
+// found is read from its earliest offset, whatever Start says. A bounded
+// source (StopLatest) reads the partitions of its first start only, as
+// Flink's.
+//
+// There is no coordinator: every reader lists the partitions itself and
+// reads those the owner rule gives its subtask, (h + p) mod parallelism
+// for partition p of a topic whose FNV-1a hash is h (Source.SplitOwner),
+// which spreads a topic's partitions evenly. The runtime deals the
+// partitions of the first start, and those of a restored checkpoint at
+// any parallelism, by the same rule (connector.SplitDiscoverer), so a
+// partition is read by exactly one subtask: from its checkpointed offset
+// if the checkpoint holds it, from its earliest offset if not (it was
+// added after the checkpoint, and what a failed run read of it was rolled
+// back with the run). A reader assigned no partition stays up to take
+// partitions added later; with more subtasks than partitions, give the
+// watermark strategy an idleness timeout, so that such a subtask does not
+// hold the watermark back. A partition is read about a second after
+// discovery finds it: the client waits for its metadata refresh and for
+// the fetch in flight, and a discovering reader sets kgo.MetadataMinAge
+// and kgo.FetchMaxWait to 500 ms for that (franz-go's defaults are 5 s;
+// ClientOptions can set them otherwise).
+//
 // A restored job checks that the partitions of its checkpoint still exist
 // (CheckSplits does so before a job starts) and fails naming the topic
 // otherwise.

@@ -77,6 +77,9 @@ func pollUntil[T any](r connector.Reader[T], e *sliceEmitter[T], n int) (connect
 		if err != nil {
 			return st, err
 		}
+		if n >= 0 && len(e.recs) >= n {
+			return st, nil // an unbounded reader may have nothing more
+		}
 		switch st {
 		case connector.EndOfInput:
 			return st, nil

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weirstream/weir/connector"
 )
@@ -69,8 +71,9 @@ const (
 
 // Defaults of SourceOptions.
 const (
-	DefaultBatchSize      = 2048
-	DefaultConnectTimeout = 10 * time.Second
+	DefaultBatchSize         = 2048
+	DefaultConnectTimeout    = 10 * time.Second
+	DefaultDiscoveryInterval = 5 * time.Minute
 )
 
 // SourceOptions configures a Source.
@@ -80,10 +83,20 @@ type SourceOptions struct {
 	// Topics are the topics to read. Required unless TopicPattern is set.
 	Topics []string
 	// TopicPattern, a regular expression (RE2, anchored at both ends),
-	// reads every topic whose whole name it matches, as listed when the
-	// job first starts (beside Topics, if both are set). Topics created
-	// later are not read: the source contract enumerates splits once.
+	// reads every topic whose whole name it matches (beside Topics, if
+	// both are set): those listed when the job first starts, and those
+	// created later that partition discovery finds.
 	TopicPattern string
+	// DiscoveryInterval is how often each reader of an unbounded source
+	// looks for partitions added to its topics, and for topics created
+	// since that TopicPattern matches (Flink's
+	// partition.discovery.interval.ms). A partition found is read from its
+	// earliest offset, whatever Start says (Start is for the partitions of
+	// the first start; Flink does the same). Negative turns discovery off:
+	// the source reads the partitions of its first start only. A bounded
+	// source (Stop set) never discovers. Default 0:
+	// DefaultDiscoveryInterval (5 minutes, Flink's KafkaSource default).
+	DiscoveryInterval time.Duration
 	// Group is the consumer group whose committed offsets StartCommitted
 	// reads and to which the source commits the offsets of its
 	// checkpoints, for monitoring only (the checkpoint is the truth).
@@ -122,6 +135,9 @@ func (o *SourceOptions) EnsureDefaults() *SourceOptions {
 	}
 	if o.ConnectTimeout == 0 {
 		o.ConnectTimeout = DefaultConnectTimeout
+	}
+	if o.DiscoveryInterval == 0 {
+		o.DiscoveryInterval = DefaultDiscoveryInterval
 	}
 	return o
 }
@@ -168,6 +184,7 @@ type Source[T any] struct {
 
 var (
 	_ connector.Source[string]     = (*Source[string])(nil)
+	_ connector.SplitDiscoverer    = (*Source[string])(nil)
 	_ connector.CheckpointListener = (*reader[string])(nil)
 )
 
@@ -183,6 +200,28 @@ func (s *Source[T]) Boundedness() connector.Boundedness {
 		return connector.Bounded
 	}
 	return connector.Unbounded
+}
+
+// DiscoversSplits reports whether the source finds partitions while the
+// job runs: unbounded, with DiscoveryInterval not negative.
+func (s *Source[T]) DiscoversSplits() bool {
+	return s.opts.Stop == StopNever && s.opts.DiscoveryInterval >= 0
+}
+
+// SplitOwner is the owner rule of a discovering source's partitions, as
+// Flink's KafkaSource assigns them: partition p of a topic goes to the
+// subtask (h + p) mod parallelism, h an FNV-1a hash of the topic, so that
+// the partitions of one topic spread evenly.
+func (s *Source[T]) SplitOwner(splitID string, parallelism int) int {
+	i := strings.LastIndexByte(splitID, '/')
+	if i < 0 {
+		return connector.HashOwner(splitID, parallelism)
+	}
+	p, err := strconv.ParseInt(splitID[i+1:], 10, 32)
+	if err != nil || p < 0 {
+		return connector.HashOwner(splitID, parallelism)
+	}
+	return (connector.HashOwner(splitID[:i], parallelism) + int(p%int64(parallelism))) % parallelism
 }
 
 func (s *Source[T]) options() (SourceOptions, error) {
@@ -407,10 +446,16 @@ func (s *Source[T]) NewReader(ctx connector.ReaderContext) (connector.Reader[T],
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	var claims *connector.SplitClaims
+	if s.DiscoversSplits() {
+		claims = connector.NewSplitClaims(ctx, s.SplitOwner)
+	}
 	return &reader[T]{
 		opts:    o,
 		deser:   s.deser,
 		logger:  logger,
+		claims:  claims,
+		owner:   func(id string) bool { return s.SplitOwner(id, ctx.Parallelism) == ctx.Subtask },
 		parts:   make(map[tp]*partState),
 		outs:    make(map[string]connector.Emitter[T]),
 		notify:  make(chan struct{}, 1),
@@ -442,6 +487,12 @@ type reader[T any] struct {
 	noMore bool
 	outs   map[string]connector.Emitter[T]
 
+	// claims, when not nil, holds the partitions of a discovering reader
+	// (connector.SplitDiscoverer); owner is its owner rule, for the
+	// discovery goroutine.
+	claims *connector.SplitClaims
+	owner  func(splitID string) bool
+
 	// cl, cancel and wg belong to the fetch goroutine started by the
 	// first Poll.
 	cl      *kgo.Client
@@ -450,10 +501,12 @@ type reader[T any] struct {
 	wg      sync.WaitGroup
 	started bool
 
-	// mu guards pending and fetchErr, filled by the fetch goroutine.
+	// mu guards pending and fetchErr, filled by the fetch goroutine, and
+	// found, filled by the discovery goroutine.
 	mu       sync.Mutex
 	pending  [][]*kgo.Record
 	fetchErr error
+	found    []foundPartition
 	// notify signals that pending or fetchErr changed; drained tells the
 	// fetch goroutine that Poll took pending.
 	notify, drained chan struct{}
@@ -498,6 +551,11 @@ func (r *reader[T]) AddSplits(splits []connector.SplitState) error {
 		if r.parts[k] != nil || seen[k] {
 			return fmt.Errorf("kafka source: split %q assigned twice", st.ID)
 		}
+		if r.claims != nil {
+			if err := r.claims.Assigned(st.ID); err != nil {
+				return fmt.Errorf("kafka source: %w", err)
+			}
+		}
 		seen[k] = true
 		add = append(add, &partState{split: p, id: st.ID, next: next})
 	}
@@ -517,7 +575,7 @@ func (r *reader[T]) NoMoreSplits() { r.noMore = true }
 // fetch goroutine.
 func (r *reader[T]) start() error {
 	r.started = true
-	if len(r.parts) == 0 {
+	if len(r.parts) == 0 && r.claims == nil {
 		return nil
 	}
 	iso := kgo.ReadCommitted()
@@ -534,21 +592,32 @@ func (r *reader[T]) start() error {
 		}
 		assign[t][ps.split.Partition] = kgo.NewOffset().At(ps.next)
 	}
-	cl, err := kgo.NewClient(r.opts.clientOpts(
+	own := []kgo.Opt{
 		kgo.ConsumePartitions(assign),
 		kgo.FetchIsolationLevel(iso),
 		// Control records (transaction markers) come through so that
 		// the position moves past them: a partition whose last records
 		// before its stop offset are markers still finishes.
 		kgo.KeepControlRecords(),
-	)...)
+	}
+	if r.claims != nil {
+		// A discovered partition is read once the client's metadata
+		// knows it and the fetch in flight returns: with franz-go's
+		// defaults (5 s each) that takes up to 10 s; these are the Java
+		// consumer's (fetch.max.wait.ms 500 ms), as a Flink user has them.
+		own = append(own, kgo.FetchMaxWait(500*time.Millisecond), kgo.MetadataMinAge(500*time.Millisecond))
+	}
+	cl, err := kgo.NewClient(r.opts.clientOpts(own...)...)
 	if err != nil {
 		return fmt.Errorf("kafka source: %w", err)
 	}
 	r.cl, r.adm = cl, kadm.NewClient(cl)
-	ctx, cancel := context.WithTimeout(context.Background(), r.opts.ConnectTimeout)
-	counts, err := partitionCounts(ctx, r.adm, "kafka source", r.opts.brokers(), topics)
-	cancel()
+	var counts map[string]int32
+	if len(topics) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), r.opts.ConnectTimeout)
+		counts, err = partitionCounts(ctx, r.adm, "kafka source", r.opts.brokers(), topics)
+		cancel()
+	}
 	if err == nil {
 		for _, ps := range r.order {
 			if n := counts[ps.split.Topic]; ps.split.Partition >= n {
@@ -563,10 +632,167 @@ func (r *reader[T]) start() error {
 		r.cl = nil
 		return err
 	}
+	var seen map[string]bool
+	if r.claims != nil {
+		// Discover once now, before the first fetch: partitions added
+		// since the checkpoint (or since Splits) are then read from the
+		// start, without waiting for a fetch in flight to return.
+		seen = make(map[string]bool, len(r.order))
+		for _, ps := range r.order {
+			seen[ps.id] = true
+		}
+		found, err := r.listNew(context.Background(), seen)
+		if err != nil {
+			r.logger.Warn("kafka source: partition discovery failed; trying again at the next interval", "interval", r.opts.DiscoveryInterval, "err", err)
+		}
+		for _, f := range found {
+			seen[splitID(f.split.Topic, f.split.Partition)] = true
+		}
+		r.found = found
+		r.takeFound()
+	}
 	fctx, fcancel := context.WithCancel(context.Background())
 	r.cancel = fcancel
 	r.wg.Go(func() { r.fetch(fctx) })
+	if r.claims != nil {
+		r.wg.Go(func() { r.discover(fctx, seen) })
+	}
 	return nil
+}
+
+// foundPartition is a partition the discovery goroutine found for this
+// reader, with its earliest offset.
+type foundPartition struct {
+	split partitionSplit
+	next  int64
+}
+
+// discover runs on its own goroutine: every DiscoveryInterval it lists the partitions of the source's topics and
+// hands those this reader owns and has not seen (seen starts with the
+// assigned ones) to Poll through found. A failed listing is logged and
+// tried again at the next interval.
+func (r *reader[T]) discover(ctx context.Context, seen map[string]bool) {
+	t := time.NewTimer(r.opts.DiscoveryInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		found, err := r.listNew(ctx, seen)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			r.logger.Warn("kafka source: partition discovery failed; trying again at the next interval", "interval", r.opts.DiscoveryInterval, "err", err)
+		}
+		if len(found) > 0 {
+			for _, f := range found {
+				seen[splitID(f.split.Topic, f.split.Partition)] = true
+			}
+			r.mu.Lock()
+			r.found = append(r.found, found...)
+			r.mu.Unlock()
+			select {
+			case r.notify <- struct{}{}:
+			default:
+			}
+		}
+		t.Reset(r.opts.DiscoveryInterval)
+	}
+}
+
+// listNew lists the partitions of the source's topics that this reader
+// owns and has not seen, with their earliest offsets. The listing is a
+// metadata request of its own: kadm's listings may answer from the
+// client's cache, which knows only the topics the client reads.
+func (r *reader[T]) listNew(ctx context.Context, seen map[string]bool) ([]foundPartition, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.ConnectTimeout)
+	defer cancel()
+	o := r.opts
+	req := kmsg.NewPtrMetadataRequest()
+	var re *regexp.Regexp
+	if o.TopicPattern != "" {
+		re = regexp.MustCompile("^(?:" + o.TopicPattern + ")$") // checked by Validate
+		req.Topics = nil                                        // every topic
+	} else {
+		for _, t := range o.Topics {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(t)
+			req.Topics = append(req.Topics, rt)
+		}
+	}
+	resp, err := req.RequestWith(ctx, r.cl)
+	if err != nil {
+		return nil, fmt.Errorf("list the partitions of the topics on %s: %v", o.brokers(), err)
+	}
+	var found []foundPartition
+	var topics []string
+	for _, mt := range resp.Topics {
+		if mt.Topic == nil || mt.ErrorCode != 0 || mt.IsInternal {
+			continue // deleted, or not there yet: the readers of its partitions fail on their own
+		}
+		t := *mt.Topic
+		if !slices.Contains(o.Topics, t) && (re == nil || !re.MatchString(t)) {
+			continue
+		}
+		added := false
+		for _, mp := range mt.Partitions {
+			id := splitID(t, mp.Partition)
+			if seen[id] || !r.owner(id) {
+				continue
+			}
+			if !added {
+				topics, added = append(topics, t), true
+			}
+			found = append(found, foundPartition{split: partitionSplit{Topic: t, Partition: mp.Partition, Stop: -1}})
+		}
+	}
+	if len(found) == 0 {
+		return nil, nil
+	}
+	start, err := r.adm.ListStartOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("list the earliest offsets of %s on %s: %v", strings.Join(topics, ","), o.brokers(), err)
+	}
+	for i := range found {
+		f := &found[i]
+		if f.next, err = lookup(start, f.split.Topic, f.split.Partition, "start"); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortFunc(found, func(a, b foundPartition) int {
+		return strings.Compare(splitID(a.split.Topic, a.split.Partition), splitID(b.split.Topic, b.split.Partition))
+	})
+	return found, nil
+}
+
+// takeFound adds the partitions discovery found to the reader and to the
+// client's assignment.
+func (r *reader[T]) takeFound() {
+	r.mu.Lock()
+	found := r.found
+	r.found = nil
+	r.mu.Unlock()
+	add := map[string]map[int32]kgo.Offset{}
+	for _, f := range found {
+		id := splitID(f.split.Topic, f.split.Partition)
+		if !r.claims.Claim(id) {
+			continue
+		}
+		ps := &partState{split: f.split, id: id, next: f.next}
+		r.parts[tp{f.split.Topic, f.split.Partition}] = ps
+		r.order = append(r.order, ps)
+		if add[f.split.Topic] == nil {
+			add[f.split.Topic] = map[int32]kgo.Offset{}
+		}
+		add[f.split.Topic][f.split.Partition] = kgo.NewOffset().At(f.next)
+		r.logger.Info("kafka source: reading a discovered partition", "topic", f.split.Topic, "partition", f.split.Partition, "offset", f.next)
+	}
+	if len(add) > 0 {
+		r.cl.AddConsumePartitions(add)
+	}
 }
 
 // fetch runs on its own goroutine: it polls the client and hands the
@@ -649,6 +875,9 @@ func (r *reader[T]) Poll(out connector.Emitter[T]) (connector.Status, error) {
 			return connector.EndOfInput, err
 		}
 	}
+	if r.claims != nil {
+		r.takeFound()
+	}
 	so, _ := out.(connector.SplitOutputs[T])
 	for emitted := 0; emitted < r.opts.BatchSize && len(r.parts) > 0; {
 		if !r.more() {
@@ -707,7 +936,7 @@ func (r *reader[T]) Poll(out connector.Emitter[T]) (connector.Status, error) {
 		}
 	}
 	switch {
-	case len(r.parts) == 0 && r.noMore:
+	case len(r.parts) == 0 && r.noMore && r.claims == nil:
 		return connector.EndOfInput, nil
 	case r.more():
 		return connector.MoreAvailable, nil
@@ -742,11 +971,11 @@ func (r *reader[T]) finish(ps *partState, so connector.SplitOutputs[T]) {
 }
 
 func (r *reader[T]) Available() <-chan struct{} {
-	if !r.started || r.more() || (len(r.parts) == 0 && r.noMore) {
+	if !r.started || r.more() || (len(r.parts) == 0 && r.noMore && r.claims == nil) {
 		return ready
 	}
 	r.mu.Lock()
-	has := len(r.pending) > 0 || r.fetchErr != nil
+	has := len(r.pending) > 0 || r.fetchErr != nil || len(r.found) > 0
 	r.mu.Unlock()
 	if has {
 		return ready

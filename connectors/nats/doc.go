@@ -42,8 +42,8 @@
 // subject, which must belong to a stream. With the default Delivery,
 // ExactlyOnce, a writer keeps the records of the current checkpoint and
 // its PreCommit hands them over as the checkpoint's committable; the
-// Sink's Commit publishes them once the checkpoint completes, each with
-// the Nats-Msg-Id
+// Sink's Commit publishes them once the checkpoint completes, each
+// (without atomic batches, see below) with the Nats-Msg-Id
 //
 //	<job>.<subtask>.<writer token>.<checkpoint>.<index in the checkpoint>
 //
@@ -82,12 +82,27 @@
 // as atomic batches (Nats-Batch-Id, Nats-Batch-Sequence,
 // Nats-Batch-Commit) of at most SinkOptions.AtomicBatchSize messages
 // (default 1000, the server's default max_batch_size): the server stores
-// a batch whole or not at all, and rejects a repeated batch whole as one
-// that holds duplicates, which Commit counts as done. A checkpoint of up
-// to AtomicBatchSize records per subtask is thus all-or-nothing; a larger
-// one is published as several batches, each all-or-nothing, and relies on
-// the message IDs between them. SinkOptions.Atomic turns this off or
-// requires it.
+// a batch whole or not at all. A batch is deduplicated as a unit: only its
+// first message carries a Nats-Msg-Id,
+//
+//	<job>.<subtask>.<writer token>.<checkpoint>.0.b<index of the batch's first record>
+//
+// and the server, which checks every message ID of a batch before it
+// stores any of it, rejects a repeated batch whole as one that holds a
+// duplicate, which Commit counts as done. The server thus tracks one ID
+// per batch instead of one per record, which is most of the cost of
+// exactly-once publishing (see BENCHMARKS.md). The batch size is fixed in
+// the committable, so a repeated commit cuts the same batches whatever
+// the restored job's options say; a committable pre-committed for atomic
+// batches fails to commit, with an error saying so, if the stream no
+// longer allows atomic publish. A checkpoint of up to AtomicBatchSize
+// records per subtask is thus all-or-nothing; a larger one is published as
+// several batches, each all-or-nothing and deduplicated on its own.
+// A batch during which the connection to the server was lost (a server
+// restart: the reply to its commit may never come) is published again at
+// once under a new batch ID, which its message ID makes harmless, instead
+// of waiting out SinkOptions.AckTimeout. SinkOptions.Atomic turns atomic
+// batches off or requires them.
 //
 // A commit cannot be undone: published messages stay in the stream. (The
 // runtime's contract for sinks whose commits cannot be undone is being

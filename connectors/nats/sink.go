@@ -161,6 +161,33 @@ type sinkConn struct {
 	js     jetstream.JetStream
 	stream string
 	atomic bool
+	lost   *lostSignal // fires when the connection is lost
+}
+
+// lostSignal is a channel closed when the connection is lost, and
+// replaced by a new one then.
+type lostSignal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newLostSignal() *lostSignal { return &lostSignal{ch: make(chan struct{})} }
+
+// current returns the channel the next loss of the connection closes.
+func (l *lostSignal) current() <-chan struct{} {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ch
+}
+
+func (l *lostSignal) fire() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	close(l.ch)
+	l.ch = make(chan struct{})
 }
 
 // Check connects, verifies that the subject belongs to a stream and
@@ -189,7 +216,9 @@ func (s *Sink[T]) acquire(ctx context.Context) (*sinkConn, error) {
 	}
 	opts := s.opts
 	opts.EnsureDefaults()
-	nc, err := connect(s.url, opts.ConnectTimeout, "weir sink "+s.subject)
+	lost := newLostSignal()
+	nc, err := connect(s.url, opts.ConnectTimeout, "weir sink "+s.subject,
+		nats.DisconnectErrHandler(func(*nats.Conn, error) { lost.fire() }))
 	if err != nil {
 		return nil, fmt.Errorf("nats sink: %w", err)
 	}
@@ -198,6 +227,7 @@ func (s *Sink[T]) acquire(ctx context.Context) (*sinkConn, error) {
 		nc.Close()
 		return nil, err
 	}
+	c.lost = lost
 	s.conn, s.refs = c, 1
 	return c, nil
 }
@@ -299,10 +329,15 @@ func (w *writer[T]) WriteBatch(recs []T) error {
 	return nil
 }
 
-// Flush does nothing: the records wait for their checkpoint.
+// Flush does nothing but connect: the records wait for their checkpoint.
 func (w *writer[T]) Flush(bool) error {
+	return w.connect()
+}
+
+// connect acquires the sink's connection; it fails early, at the first
+// checkpoint, when the subject is wrong.
+func (w *writer[T]) connect() error {
 	if w.conn == nil {
-		// Fail early, at the first checkpoint, when the subject is wrong.
 		c, err := w.sink.acquire(context.Background())
 		if err != nil {
 			return err
@@ -312,14 +347,25 @@ func (w *writer[T]) Flush(bool) error {
 	return nil
 }
 
-// PreCommit returns the checkpoint's records as its committable.
+// PreCommit returns the checkpoint's records as its committable. The
+// committable also fixes how Commit publishes them, whichever process
+// commits: in atomic batches of the writer's AtomicBatchSize (when the
+// stream allows atomic publish now), or one by one.
 func (w *writer[T]) PreCommit(checkpointID int64) ([]byte, error) {
 	if w.n == 0 {
 		return nil, nil
 	}
+	if err := w.connect(); err != nil {
+		return nil, err
+	}
+	batch := 0
+	if w.conn.atomic {
+		batch = w.opts.AtomicBatchSize
+	}
 	hdr := binary.AppendUvarint(nil, committableVersion)
 	hdr = appendString(hdr, w.ctx.JobID)
 	hdr = appendString(hdr, w.token)
+	hdr = binary.AppendUvarint(hdr, uint64(batch))
 	hdr = binary.AppendUvarint(hdr, uint64(w.n))
 	out := append(hdr, w.buf...)
 	w.buf, w.n = w.buf[:0], 0
@@ -336,12 +382,19 @@ func (w *writer[T]) Close() error {
 	return nil
 }
 
-const committableVersion = 1
+// committableVersion is the version PreCommit writes. Version 1 (no
+// batch field; every message had its own ID, atomic batches or not) is
+// still committed the way it was written.
+const committableVersion = 2
 
 // committable is a decoded committable.
 type committable struct {
-	job   string
-	token string
+	version uint64
+	job     string
+	token   string
+	// batch is the size of the atomic batches the records are committed
+	// in, each with one message ID; 0: one by one, each with its own ID.
+	batch int
 	msgs  []Message
 }
 
@@ -395,15 +448,22 @@ func (d *decoder) string() (string, error) {
 func decodeCommittable(data []byte) (*committable, error) {
 	d := &decoder{b: data}
 	v, err := d.uvarint()
-	if err != nil || v != committableVersion {
-		return nil, fmt.Errorf("%w: version %d, want %d", errCorrupt, v, committableVersion)
+	if err != nil || v < 1 || v > committableVersion {
+		return nil, fmt.Errorf("%w: version %d, want 1 to %d", errCorrupt, v, committableVersion)
 	}
-	c := &committable{}
+	c := &committable{version: v}
 	if c.job, err = d.string(); err != nil {
 		return nil, err
 	}
 	if c.token, err = d.string(); err != nil {
 		return nil, err
+	}
+	if v >= 2 {
+		b, err := d.uvarint()
+		if err != nil || b > 1<<20 {
+			return nil, errCorrupt
+		}
+		c.batch = int(b)
 	}
 	n, err := d.uvarint()
 	if err != nil || n > uint64(len(d.b)) {
@@ -466,6 +526,13 @@ func MsgID(job string, subtask int, writerToken string, checkpoint int64, i int)
 	return string(b)
 }
 
+// BatchMsgID is the Nats-Msg-Id of the atomic batch whose first record
+// is the i-th (from 0) of a checkpoint: the first message of the batch
+// carries it, and no other. It never equals a MsgID.
+func BatchMsgID(job string, subtask int, writerToken string, checkpoint int64, i int) string {
+	return MsgID(job, subtask, writerToken, checkpoint, 0) + ".b" + strconv.Itoa(i)
+}
+
 // Commit publishes the records of the committables, in checkpoint and
 // subtask order, and waits for the server's acknowledgements. Records the
 // stream already holds (a repeated commit within the duplicate window)
@@ -495,9 +562,15 @@ func (s *Sink[T]) Commit(ctx context.Context, committables []connector.Committab
 			return fmt.Errorf("nats sink: checkpoint %d subtask %d: %w", cm.CheckpointID, cm.Subtask, err)
 		}
 		id := func(i int) string { return MsgID(dc.job, cm.Subtask, dc.token, cm.CheckpointID, i) }
-		if c.atomic {
-			err = s.publishAtomic(ctx, c, &opts, dc.msgs, id)
-		} else {
+		switch {
+		case dc.version == 1 && c.atomic:
+			err = s.publishAtomic(ctx, c, &opts, dc.msgs, opts.AtomicBatchSize, id, nil)
+		case dc.batch > 0 && !c.atomic:
+			return fmt.Errorf("nats sink: checkpoint %d subtask %d was pre-committed for atomic batches, but stream %q no longer allows atomic publish: set its AllowAtomicPublish again to commit it", cm.CheckpointID, cm.Subtask, c.stream)
+		case dc.batch > 0:
+			bid := func(i int) string { return BatchMsgID(dc.job, cm.Subtask, dc.token, cm.CheckpointID, i) }
+			err = s.publishAtomic(ctx, c, &opts, dc.msgs, dc.batch, nil, bid)
+		default:
 			err = s.publishAsync(ctx, c, &opts, dc.msgs, id)
 		}
 		if err != nil {
@@ -558,45 +631,115 @@ const (
 	errCodeAtomicDuplicate = 10201 // JSAtomicPublishContainsDuplicateMessageErr
 )
 
-// publishAtomic publishes msgs in atomic batches of at most
-// AtomicBatchSize messages: each batch is stored whole or not at all. A
-// batch the stream holds already (its messages' IDs are in the duplicate
-// window) is rejected whole by the server, which is success here.
-func (s *Sink[T]) publishAtomic(ctx context.Context, c *sinkConn, opts *SinkOptions, msgs []Message, id func(int) string) error {
-	for from := 0; from < len(msgs); from += opts.AtomicBatchSize {
-		to := min(len(msgs), from+opts.AtomicBatchSize)
-		batchID, err := newBatchID()
-		if err != nil {
-			return err
-		}
-		for i := from; i < to; i++ {
-			nm := s.natsMsg(&msgs[i])
-			nm.Header.Set(jetstream.MsgIDHeader, id(i))
-			nm.Header.Set("Nats-Batch-Id", batchID)
-			nm.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i-from+1))
-			if i < to-1 {
-				if err := c.nc.PublishMsg(nm); err != nil {
+// publishAtomic publishes msgs in atomic batches of size messages (the
+// last may be shorter): each batch is stored whole or not at all. With
+// batchID, the first message of the batch starting at record i carries
+// batchID(i) as its Nats-Msg-Id and the others carry none: the server
+// checks a batch's message IDs before it stores any of it and rejects a
+// batch with a duplicate whole, so one ID deduplicates the batch as a
+// unit, and the server tracks one ID per batch instead of one per record.
+// (Version 1 committables give msgID instead: an ID on every message.) A
+// batch the stream holds already is rejected whole, which is success
+// here.
+//
+// A batch during which the connection was lost (a server restart: the
+// reply to its commit may never come) is published again, under a new
+// batch ID, for as long as AckTimeout allows: its message ID makes the
+// repeat harmless if the first one was stored after all.
+func (s *Sink[T]) publishAtomic(ctx context.Context, c *sinkConn, opts *SinkOptions, msgs []Message, size int, msgID, batchID func(int) string) error {
+	for from := 0; from < len(msgs); from += size {
+		to := min(len(msgs), from+size)
+		deadline := time.Now().Add(opts.AckTimeout)
+		for {
+			err := s.publishBatch(ctx, c, opts, msgs, from, to, msgID, batchID)
+			if !errors.Is(err, errConnLost) || time.Now().After(deadline) || ctx.Err() != nil {
+				if err != nil {
 					return err
 				}
-				continue
-			}
-			nm.Header.Set("Nats-Batch-Commit", "1")
-			rctx, cancel := context.WithTimeout(ctx, opts.AckTimeout)
-			resp, err := c.nc.RequestMsgWithContext(rctx, nm)
-			cancel()
-			if err != nil {
-				return fmt.Errorf("commit atomic batch %s: %w", batchID, err)
-			}
-			if err := batchAckError(resp.Data); err != nil {
-				return fmt.Errorf("atomic batch %s: %w", batchID, err)
+				break
 			}
 		}
 	}
 	return nil
 }
 
+// errConnLost: the connection was lost while a batch was published.
+var errConnLost = errors.New("the connection to the server was lost during the batch")
+
+// publishBatch publishes msgs[from:to] as one atomic batch.
+func (s *Sink[T]) publishBatch(ctx context.Context, c *sinkConn, opts *SinkOptions, msgs []Message, from, to int, msgID, batchID func(int) string) error {
+	bid, err := newBatchID()
+	if err != nil {
+		return err
+	}
+	lost := c.lost.current()
+	// One header map and message for the whole batch: PublishMsg encodes
+	// them before it returns.
+	h := make(nats.Header, 8)
+	var (
+		bidV = []string{bid}
+		seqV = []string{""}
+		idV  = []string{""}
+		nm   = nats.Msg{Header: h}
+	)
+	for i := from; i < to; i++ {
+		m := &msgs[i]
+		clear(h)
+		for k, v := range m.Header {
+			h[k] = v
+		}
+		nm.Subject, nm.Data = m.Subject, m.Data
+		if nm.Subject == "" {
+			nm.Subject = s.subject
+		}
+		switch {
+		case msgID != nil:
+			idV[0] = msgID(i)
+			h[jetstream.MsgIDHeader] = idV
+		case i == from:
+			idV[0] = batchID(from)
+			h[jetstream.MsgIDHeader] = idV
+		}
+		h["Nats-Batch-Id"] = bidV
+		seqV[0] = strconv.Itoa(i - from + 1)
+		h["Nats-Batch-Sequence"] = seqV
+		if i < to-1 {
+			if err := c.nc.PublishMsg(&nm); err != nil {
+				return err
+			}
+			continue
+		}
+		h["Nats-Batch-Commit"] = []string{"1"}
+		rctx, cancel := context.WithTimeout(ctx, opts.AckTimeout)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			select {
+			case <-lost:
+				cancel()
+			case <-rctx.Done():
+			}
+		}()
+		resp, err := c.nc.RequestMsgWithContext(rctx, &nm)
+		cancel()
+		<-done
+		select {
+		case <-lost:
+			return fmt.Errorf("atomic batch %s: %w", bid, errConnLost)
+		default:
+		}
+		if err != nil {
+			return fmt.Errorf("commit atomic batch %s: %w", bid, err)
+		}
+		if err := batchAckError(resp.Data); err != nil {
+			return fmt.Errorf("atomic batch %s: %w", bid, err)
+		}
+	}
+	return nil
+}
+
 // newBatchID returns a random batch ID. Batch IDs need not repeat across
-// attempts (the message IDs drop repeated records), and must not: a batch
+// attempts (the message IDs drop repeated batches), and must not: a batch
 // that a killed process left open on the server, under the same ID, would
 // make the repeat look like a gap and fail it.
 func newBatchID() (string, error) {

@@ -3,6 +3,7 @@ package nats
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -177,12 +178,12 @@ func TestSinkChecks(t *testing.T) {
 }
 
 func TestCommittableRoundTrip(t *testing.T) {
-	w := &writer[string]{sink: StringSink("", "s", SinkOptions{}), ctx: connector.WriterContext{JobID: "j"}, token: "t0"}
+	w := &writer[string]{sink: StringSink("", "s", SinkOptions{}), opts: SinkOptions{AtomicBatchSize: 9}, ctx: connector.WriterContext{JobID: "j"}, token: "t0", conn: &sinkConn{atomic: true}}
 	w.Write("x")
 	w.Write("")
 	data, _ := w.PreCommit(1)
 	c, err := decodeCommittable(data)
-	if err != nil || c.job != "j" || c.token != "t0" || len(c.msgs) != 2 || string(c.msgs[0].Data) != "x" {
+	if err != nil || c.job != "j" || c.token != "t0" || c.batch != 9 || len(c.msgs) != 2 || string(c.msgs[0].Data) != "x" {
 		t.Fatalf("%+v %v", c, err)
 	}
 	for i := range data {
@@ -243,7 +244,9 @@ func TestSinkAtomicBatchLeftOpen(t *testing.T) {
 	nc, _ := ts.js()
 	for i := range 5 {
 		m := &nats.Msg{Subject: "out", Data: dc.msgs[i].Data, Header: nats.Header{}}
-		m.Header.Set(jetstream.MsgIDHeader, MsgID(dc.job, 0, dc.token, 1, i))
+		if i == 0 {
+			m.Header.Set(jetstream.MsgIDHeader, BatchMsgID(dc.job, 0, dc.token, 1, i))
+		}
 		m.Header.Set("Nats-Batch-Id", "killed-attempt")
 		m.Header.Set("Nats-Batch-Sequence", fmt.Sprint(i+1))
 		if err := nc.PublishMsg(m); err != nil {
@@ -263,5 +266,204 @@ func TestSinkAtomicBatchLeftOpen(t *testing.T) {
 	}
 	if got := ts.streamData("OUT"); !slices.Equal(got, exp) {
 		t.Fatalf("stream holds %v, want %v", got, exp)
+	}
+}
+
+// streamMsgIDs returns the Nats-Msg-Id of every message of the stream
+// ("" for none).
+func streamMsgIDs(t *testing.T, ts *testServer, stream string) []string {
+	t.Helper()
+	_, js := ts.js()
+	ctx := context.Background()
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m.Header.Get(jetstream.MsgIDHeader))
+	}
+	return out
+}
+
+// TestSinkAtomicBatchDedupAsUnit: with atomic batches only the first
+// message of each batch carries a message ID, and that one ID drops the
+// whole batch when a commit is repeated: after a commit that died between
+// two batches of a checkpoint, the restored job's repeat (whose sink has
+// another AtomicBatchSize: the committable's batch size rules) stores
+// each record once; so do further repeats, and a repeat after the server
+// restarted. A committable pre-committed for atomic batches is not
+// published one by one (which its batch IDs could not deduplicate) once
+// the stream no longer allows atomic publish.
+func TestSinkAtomicBatchDedupAsUnit(t *testing.T) {
+	ts := startServer(t)
+	st := ts.createStream(jetstream.StreamConfig{Name: "OUT", Subjects: []string{"out"}, AllowAtomicPublish: true})
+	s := StringSink(ts.url(), "out", SinkOptions{Atomic: AtomicOn, AtomicBatchSize: 7})
+	w := newWriter(t, s, 3, 0)
+	var exp []string
+	for i := range 20 {
+		w.Write(fmt.Sprint(i))
+		exp = append(exp, fmt.Sprint(i))
+	}
+	cm := checkpoint(t, w, 3, 5)
+	dc, err := decodeCommittable(cm.Data)
+	if err != nil || dc.batch != 7 {
+		t.Fatalf("committable batch %d, err %v; want 7", dc.batch, err)
+	}
+	// The failed attempt: its first batch (records 0-6) was stored, then
+	// the process died.
+	c, err := s.acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := *(&SinkOptions{}).EnsureDefaults()
+	bid := func(i int) string { return BatchMsgID(dc.job, 3, dc.token, 5, i) }
+	if err := s.publishBatch(context.Background(), c, &opts, dc.msgs, 0, 7, nil, bid); err != nil {
+		t.Fatal(err)
+	}
+	s.release()
+	if got := ts.streamData("OUT"); len(got) != 7 {
+		t.Fatalf("the first batch stored %d records, want 7", len(got))
+	}
+	restored := StringSink(ts.url(), "out", SinkOptions{AtomicBatchSize: 5})
+	for range 2 {
+		if err := restored.Commit(context.Background(), []connector.Committable{cm}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts.restart()
+	if err := StringSink(ts.url(), "out", SinkOptions{}).Commit(context.Background(), []connector.Committable{cm}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ts.streamData("OUT"); !slices.Equal(got, exp) {
+		t.Fatalf("stream holds %v, want %v", got, exp)
+	}
+	ids := streamMsgIDs(t, ts, "OUT")
+	for i, id := range ids {
+		want := ""
+		if i%7 == 0 {
+			want = bid(i)
+		}
+		if id != want {
+			t.Fatalf("message %d has ID %q, want %q (IDs %q)", i, id, want, ids)
+		}
+	}
+
+	// The stream stops allowing atomic publish between pre-commit and
+	// commit.
+	w.Write("late")
+	cm2 := checkpoint(t, w, 3, 6)
+	cfg := st.CachedInfo().Config
+	cfg.AllowAtomicPublish = false
+	_, js := ts.js()
+	if _, err := js.UpdateStream(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	err = StringSink(ts.url(), "out", SinkOptions{}).Commit(context.Background(), []connector.Committable{cm2})
+	if err == nil || !strings.Contains(err.Error(), "no longer allows atomic publish") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("got %v, want one line saying the stream no longer allows atomic publish", err)
+	}
+	if got := ts.streamData("OUT"); len(got) != 20 {
+		t.Fatalf("stream holds %d records after the refused commit, want 20", len(got))
+	}
+}
+
+// TestSinkCommitsVersion1: a committable of version 1 (written before
+// atomic batches were deduplicated as a unit) is committed as it was
+// meant: every message with its own ID, so a repeat adds nothing.
+func TestSinkCommitsVersion1(t *testing.T) {
+	for _, atomic := range []bool{false, true} {
+		t.Run(fmt.Sprint("atomic=", atomic), func(t *testing.T) {
+			ts := startServer(t)
+			ts.createStream(jetstream.StreamConfig{Name: "OUT", Subjects: []string{"out"}, AllowAtomicPublish: atomic})
+			b := binary.AppendUvarint(nil, 1)
+			b = appendString(b, "job")
+			b = appendString(b, "tok")
+			b = binary.AppendUvarint(b, 3)
+			for _, r := range []string{"x", "y", "z"} {
+				b = appendMessage(b, &Message{Data: []byte(r)})
+			}
+			s := StringSink(ts.url(), "out", SinkOptions{AtomicBatchSize: 2})
+			cm := []connector.Committable{{CheckpointID: 1, Data: b}}
+			for range 2 {
+				if err := s.Commit(context.Background(), cm); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := ts.streamData("OUT"); !slices.Equal(got, []string{"x", "y", "z"}) {
+				t.Fatalf("stream holds %v", got)
+			}
+			if ids := streamMsgIDs(t, ts, "OUT"); ids[2] != MsgID("job", 0, "tok", 1, 2) {
+				t.Fatalf("IDs %q", ids)
+			}
+		})
+	}
+}
+
+// TestSinkAtomicCommitAcrossServerRestart: the server restarts (its store
+// kept) while a commit publishes atomic batches. A batch whose commit
+// reply was lost with the connection is published again instead of
+// waiting out AckTimeout, and its message ID drops it if the first one
+// was stored: the commit ends soon after the server is back, and the
+// stream holds each record once.
+func TestSinkAtomicCommitAcrossServerRestart(t *testing.T) {
+	ts := startServer(t)
+	ts.createStream(jetstream.StreamConfig{Name: "OUT", Subjects: []string{"out"}, AllowAtomicPublish: true})
+	s := StringSink(ts.url(), "out", SinkOptions{Atomic: AtomicOn, AtomicBatchSize: 200, AckTimeout: 5 * time.Minute})
+	w := newWriter(t, s, 0, 0)
+	const n = 20_000
+	for i := range n {
+		w.Write(fmt.Sprint(i))
+	}
+	cm := []connector.Committable{checkpoint(t, w, 0, 1)}
+	// Watch the stream grow, and restart the server in the middle.
+	restarted := make(chan struct{})
+	go func() {
+		defer close(restarted)
+		_, js := ts.js()
+		for {
+			st, err := js.Stream(context.Background(), "OUT")
+			if err == nil && st.CachedInfo().State.Msgs >= n/4 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		ts.restart()
+	}()
+	done := make(chan error, 1)
+	go func() { done <- s.Commit(context.Background(), cm) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the commit did not end within 60s of a server restart: waiting for a reply lost with the connection?")
+	}
+	<-restarted
+	if err != nil {
+		// Failing is allowed (the job restores and repeats the commit);
+		// the repeat must then store what is missing, once.
+		t.Logf("commit across the restart failed: %v; repeating it", err)
+		if err := StringSink(ts.url(), "out", SinkOptions{}).Commit(context.Background(), cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := ts.streamData("OUT")
+	if len(got) != n {
+		t.Fatalf("stream holds %d records, want %d", len(got), n)
+	}
+	seen := make(map[string]bool, n)
+	for _, g := range got {
+		if seen[g] {
+			t.Fatalf("record %s stored twice", g)
+		}
+		seen[g] = true
 	}
 }

@@ -262,11 +262,12 @@ func (s *Source[T]) NewReader(ctx connector.ReaderContext) (connector.Reader[T],
 	return &reader[T]{src: s, opts: opts, logger: logger, notify: make(chan struct{}, 1)}, nil
 }
 
-func connect(url string, timeout time.Duration, name string) (*nats.Conn, error) {
-	nc, err := nats.Connect(url, nats.Name(name), nats.Timeout(timeout),
+func connect(url string, timeout time.Duration, name string, more ...nats.Option) (*nats.Conn, error) {
+	opts := append([]nats.Option{nats.Name(name), nats.Timeout(timeout),
 		// A server restart must not end the job: reconnect for as long as
 		// it takes (the job's own failure handling bounds that).
-		nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+		nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}, more...)
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot connect to %s: %v", url, err)
 	}

@@ -204,17 +204,35 @@ func ParseDuration(s string) (time.Duration, error) {
 // messages, such as "weir run wordcount"), that the file sets and the
 // command line did not (flags override the file). A key whose flag fs does
 // not have is an error: the command has no such setting.
-func (f *File) Apply(fs *pflag.FlagSet, command string) error {
+func (f *File) Apply(fs *pflag.FlagSet, command string) error { return f.apply(fs, command, false) }
+
+// ApplyShared is Apply for the cluster's role commands (weir jobmanager,
+// weir taskmanager), which share one file: a Cluster key the command has
+// no flag for belongs to the other role and is skipped.
+func (f *File) ApplyShared(fs *pflag.FlagSet, command string) error {
+	return f.apply(fs, command, true)
+}
+
+func (f *File) apply(fs *pflag.FlagSet, command string, shared bool) error {
 	// Host and Port keys share one host:port flag: gather its parts first.
 	type hostPort struct {
 		host, port string
 		line       int
+		names      []string
 	}
 	joined := map[string]*hostPort{}
 	var order []string
 	for _, s := range f.Settings {
-		fl := fs.Lookup(s.Key.Flag)
+		flag := s.Key.Flag
+		fl := fs.Lookup(flag)
+		if fl == nil && s.Key.AltFlag != "" {
+			flag = s.Key.AltFlag
+			fl = fs.Lookup(flag)
+		}
 		if fl == nil {
+			if shared && s.Key.Cluster {
+				continue
+			}
 			return fmt.Errorf("%s:%d: %s does not apply to %s: it has no --%s", f.Path, s.Line, s.Key.Name, command, s.Key.Flag)
 		}
 		if fl.Changed {
@@ -222,12 +240,13 @@ func (f *File) Apply(fs *pflag.FlagSet, command string) error {
 		}
 		switch s.Key.Kind {
 		case Host, Port:
-			hp := joined[s.Key.Flag]
+			hp := joined[flag]
 			if hp == nil {
 				hp = &hostPort{line: s.Line}
-				joined[s.Key.Flag] = hp
-				order = append(order, s.Key.Flag)
+				joined[flag] = hp
+				order = append(order, flag)
 			}
+			hp.names = append(hp.names, s.Key.Name)
 			if s.Key.Kind == Host {
 				hp.host = s.Value
 			} else {
@@ -235,7 +254,7 @@ func (f *File) Apply(fs *pflag.FlagSet, command string) error {
 			}
 			continue
 		}
-		if err := fs.Set(s.Key.Flag, s.Value); err != nil {
+		if err := fs.Set(flag, s.Value); err != nil {
 			return fmt.Errorf("%s:%d: %s is %q: %v", f.Path, s.Line, s.Key.Name, s.Value, err)
 		}
 	}
@@ -252,7 +271,7 @@ func (f *File) Apply(fs *pflag.FlagSet, command string) error {
 			port = hp.port
 		}
 		if err := fs.Set(name, net.JoinHostPort(host, port)); err != nil {
-			return fmt.Errorf("%s:%d: rest.address and rest.port: %v", f.Path, hp.line, err)
+			return fmt.Errorf("%s:%d: %s: %v", f.Path, hp.line, strings.Join(hp.names, " and "), err)
 		}
 	}
 	return nil

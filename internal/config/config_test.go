@@ -245,3 +245,37 @@ func TestREADMEExample(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyShared: a file shared by the cluster's roles sets each role's
+// flags (jobmanager.rpc.address is the JobManager's --rpc-address and the
+// TaskManager's --jobmanager) and skips the other role's keys, but not
+// keys of no role.
+func TestApplyShared(t *testing.T) {
+	f, err := Parse("weir.yaml", []byte("jobmanager.rpc.address: jm\njobmanager.rpc.port: 7000\ntaskmanager.numberOfTaskSlots: 3\nheartbeat.timeout: 9 s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jm := pflag.NewFlagSet("jm", pflag.ContinueOnError)
+	rpc := jm.String("rpc-address", "127.0.0.1:6123", "")
+	timeout := jm.Duration("heartbeat-timeout", 0, "")
+	if err := f.ApplyShared(jm, "weir jobmanager"); err != nil {
+		t.Fatal(err)
+	}
+	tm := pflag.NewFlagSet("tm", pflag.ContinueOnError)
+	jmAddr := tm.String("jobmanager", "127.0.0.1:6123", "")
+	slots := tm.Int("slots", 1, "")
+	if err := f.ApplyShared(tm, "weir taskmanager"); err != nil {
+		t.Fatal(err)
+	}
+	if *rpc != "jm:7000" || *timeout != 9*time.Second || *jmAddr != "jm:7000" || *slots != 3 {
+		t.Errorf("rpc %q timeout %v jobmanager %q slots %d", *rpc, *timeout, *jmAddr, *slots)
+	}
+	// Apply (not shared) still refuses a key the command lacks.
+	if err := f.Apply(tm, "weir taskmanager"); err == nil || !strings.Contains(err.Error(), "heartbeat.timeout does not apply to weir taskmanager") {
+		t.Errorf("Apply: %v", err)
+	}
+	g, _ := Parse("weir.yaml", []byte("execution.checkpointing.interval: 1 s\n"))
+	if err := g.ApplyShared(tm, "weir taskmanager"); err == nil || !strings.Contains(err.Error(), "does not apply") {
+		t.Errorf("ApplyShared of a job key: %v", err)
+	}
+}

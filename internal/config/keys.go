@@ -47,6 +47,14 @@ type Key struct {
 	Aliases map[string]string
 	// Accepts says in words what the key accepts, for error messages.
 	Accepts string
+	// AltFlag is the flag the key sets on a command that has no Flag
+	// (jobmanager.rpc.address is the JobManager's --rpc-address and the
+	// TaskManager's --jobmanager). Default "": none.
+	AltFlag string
+	// Cluster marks a key of the cluster's file, which the JobManager and
+	// its TaskManagers share (as Flink's config.yaml): the role commands
+	// skip it when they have no flag for it (ApplyShared).
+	Cluster bool
 }
 
 // Keys are the keys the file may hold: what weir's commands can set
@@ -90,10 +98,24 @@ var Keys = []Key{
 	{Name: "state.changelog.enabled", Flag: "changelog", Kind: Bool,
 		Accepts: "true or false"},
 
-	{Name: "rest.address", Flag: "rest-address", Kind: Host,
+	{Name: "rest.address", Flag: "rest-address", Kind: Host, Cluster: true,
 		Accepts: "a host name or IP address, such as 127.0.0.1"},
-	{Name: "rest.port", Flag: "rest-address", Kind: Port, Min: 0, Max: 65535,
+	{Name: "rest.port", Flag: "rest-address", Kind: Port, Min: 0, Max: 65535, Cluster: true,
 		Accepts: "a port from 0 (any free port) to 65535"},
+
+	// The cluster's processes (weir jobmanager, weir taskmanager).
+	{Name: "jobmanager.rpc.address", Flag: "rpc-address", AltFlag: "jobmanager", Kind: Host, Cluster: true,
+		Accepts: "a host name or IP address, such as 127.0.0.1"},
+	{Name: "jobmanager.rpc.port", Flag: "rpc-address", AltFlag: "jobmanager", Kind: Port, Min: 0, Max: 65535, Cluster: true,
+		Accepts: "a port from 0 (any free port) to 65535"},
+	{Name: "taskmanager.numberOfTaskSlots", Flag: "slots", Kind: Int, Min: 1, Max: 1024, Cluster: true,
+		Accepts: "an integer from 1 to 1024"},
+	{Name: "heartbeat.interval", Flag: "heartbeat-interval", Kind: Duration, Min: int64(time.Millisecond), Cluster: true,
+		Accepts: "a duration of at least 1ms, such as 1 s"},
+	{Name: "heartbeat.timeout", Flag: "heartbeat-timeout", Kind: Duration, Min: int64(time.Millisecond), Cluster: true,
+		Accepts: "a duration longer than heartbeat.interval, such as 6 s"},
+	{Name: "taskmanager.registration.timeout", Flag: "registration-timeout", Kind: Duration, Min: int64(time.Millisecond), Cluster: true,
+		Accepts: "a duration of at least 1ms, such as 5 min"},
 }
 
 // lookup returns the key named name.

@@ -9,7 +9,6 @@ import (
 	"slices"
 
 	"github.com/weirstream/weir/internal/checkpoint"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/internal/storage"
 )
 
@@ -49,7 +48,15 @@ type sharedRegistry struct {
 	pinned   map[string]bool    // listed by checkpoints the job does not manage
 	bases    map[string]int64   // task -> the last base it reported in this attempt
 	floor    int64              // the base of tasks that did not report yet
+	// gone holds the most recent names returned for deletion (goneOrder
+	// oldest first, at most maxGone): an acknowledgement listing one
+	// refers to a file that is no longer there (Gone).
+	gone      map[string]bool
+	goneOrder []string
 }
+
+// maxGone bounds the deleted names the registry remembers.
+const maxGone = 1 << 14
 
 type sharedEntry struct {
 	refs     int   // retained checkpoints listing the file
@@ -63,7 +70,38 @@ func newSharedRegistry() *sharedRegistry {
 		pending:  make(map[int64][]string),
 		pinned:   make(map[string]bool),
 		bases:    make(map[string]int64),
+		gone:     make(map[string]bool),
 	}
+}
+
+// Gone returns those of files that the registry returned for deletion: a
+// task must never list one in an acknowledgement (it reuses only files of
+// checkpoints it knows complete, which are kept), so one that does would
+// complete a checkpoint that cannot be restored.
+func (r *sharedRegistry) Gone(files []string) []string {
+	var out []string
+	for _, f := range files {
+		if r.gone[f] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// deleted remembers names returned for deletion and returns them.
+func (r *sharedRegistry) deleted(names []string) []string {
+	for _, n := range names {
+		if r.gone[n] {
+			continue
+		}
+		r.gone[n] = true
+		r.goneOrder = append(r.goneOrder, n)
+	}
+	for len(r.goneOrder) > maxGone {
+		delete(r.gone, r.goneOrder[0])
+		r.goneOrder = r.goneOrder[1:]
+	}
+	return names
 }
 
 // Pin protects files listed by checkpoints the job master does not manage
@@ -139,7 +177,7 @@ func (r *sharedRegistry) Abort(id int64) []string {
 			out = append(out, f)
 		}
 	}
-	return out
+	return r.deleted(out)
 }
 
 // Collect returns the files no retained or pending checkpoint lists and no
@@ -154,7 +192,7 @@ func (r *sharedRegistry) Collect() []string {
 		}
 	}
 	slices.Sort(out)
-	return out
+	return r.deleted(out)
 }
 
 // Unreferenced returns those of listed (the names found under shared/) that
@@ -169,7 +207,7 @@ func (r *sharedRegistry) Unreferenced(listed []string) []string {
 			delete(r.files, f)
 		}
 	}
-	return out
+	return r.deleted(out)
 }
 
 // Referenced returns the files retained checkpoints list, sorted.
@@ -255,16 +293,16 @@ func (jm *JobMaster) sharedInit(ctx context.Context, recovered []checkpoint.Comp
 			jm.shared.reg.Pin(refs)
 		}
 	}
-	jm.sweepShared(ctx)
+	jm.sweepShared()
 }
 
 // sweepShared deletes the files of shared/ that no retained checkpoint
 // lists: only when no task runs and nothing is pending.
-func (jm *JobMaster) sweepShared(ctx context.Context) {
+func (jm *JobMaster) sweepShared() {
 	if jm.shared.noSweep != "" {
 		return
 	}
-	names, err := jm.opts.Storage.List(ctx, jm.cs.SharedDir())
+	names, err := bounded(jm, func(ctx context.Context) ([]string, error) { return jm.opts.Storage.List(ctx, jm.cs.SharedDir()) })
 	if err != nil {
 		jm.log.Warn("shared state: cannot list shared files", "err", err)
 		return
@@ -273,14 +311,18 @@ func (jm *JobMaster) sweepShared(ctx context.Context) {
 }
 
 // sharedAck records the shared files and bases of an acknowledgement of a
-// checkpoint (savepoints never list shared files).
-func (jm *JobMaster) sharedAck(ack *runtime.TaskAck) {
-	opts := jm.targets[ack.ID]
-	if opts == nil {
-		opts = jm.ended[ack.ID] // a late acknowledgement: its uploads are released at once
+// checkpoint (savepoints never list shared files). It returns an error,
+// recording nothing, when the acknowledgement of a pending checkpoint
+// lists a shared file already deleted: the checkpoint must then be
+// declined, not completed without its state.
+func (jm *JobMaster) sharedAck(ack Acknowledge) error {
+	opts := jm.targets[ack.Checkpoint]
+	late := opts == nil
+	if late {
+		opts = jm.ended[ack.Checkpoint] // a late acknowledgement: its uploads are released at once
 	}
 	if opts == nil || opts.Kind != checkpoint.KindCheckpoint {
-		return
+		return nil
 	}
 	var files []string
 	var base int64 = math.MaxInt64
@@ -292,20 +334,26 @@ func (jm *JobMaster) sharedAck(ack *runtime.TaskAck) {
 			}
 			refs, err := storage.HandleSharedRefs(opts.Dir, h)
 			if err != nil {
-				jm.log.Warn("shared state: bad path in an acknowledgement", "checkpoint", ack.ID, "task", ack.Task, "err", err)
+				jm.log.Warn("shared state: bad path in an acknowledgement", "checkpoint", ack.Checkpoint, "task", ack.Task, "err", err)
 				continue
 			}
 			files = append(files, refs...)
 			base, hasBase = min(base, h.Base), true
 		}
 	}
-	jm.shared.reg.Ack(ack.ID, ack.Task, files, base, hasBase)
+	if gone := jm.shared.reg.Gone(files); len(gone) > 0 && !late {
+		jm.log.Error("shared state: an acknowledgement lists shared files already deleted; declining the checkpoint",
+			"checkpoint", ack.Checkpoint, "task", ack.Task, "files", gone)
+		return fmt.Errorf("its state refers to shared file(s) %v, deleted earlier as referenced by no checkpoint (a bug in the keyed state's reuse of files)", gone)
+	}
+	jm.shared.reg.Ack(ack.Checkpoint, ack.Task, files, base, hasBase)
+	return nil
 }
 
 // deleteShared deletes shared files the registry released.
 func (jm *JobMaster) deleteShared(names []string) {
 	for _, name := range names {
-		if err := jm.opts.Storage.Delete(context.Background(), name); err != nil {
+		if err := boundedErr(jm, func(ctx context.Context) error { return jm.opts.Storage.Delete(ctx, name) }); err != nil {
 			jm.log.Warn("shared state: could not delete a shared file", "file", name, "err", err)
 		}
 	}

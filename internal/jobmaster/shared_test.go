@@ -19,6 +19,7 @@ import (
 //	attempt floor=n                        a new attempt, restored from n
 //	pin files=a,b
 //	unreferenced files=a,b                 between attempts: what shared/ holds
+//	gone files=a,b                         which of them were returned for deletion
 //
 // Every command prints what to delete (if anything) and the files retained
 // checkpoints list.
@@ -67,6 +68,8 @@ func TestSharedRegistry(t *testing.T) {
 				r.Pin(list)
 			case "unreferenced":
 				del = r.Unreferenced(list)
+			case "gone":
+				return fmt.Sprintf("gone [%s]", strings.Join(r.Gone(list), " "))
 			default:
 				t.Fatalf("%s: unknown command %q", td.Pos, td.Cmd)
 			}

@@ -34,6 +34,7 @@ var layers = map[string]int{
 	"nexmark":  100,
 	// Test tooling: only tests import it (a non-test import fails here).
 	"internal/testutil": 100,
+	"internal/lint":     100,
 
 	".": 90,
 
@@ -48,14 +49,16 @@ var layers = map[string]int{
 	"internal/runtime": 50,
 	"internal/graph":   45,
 
-	"internal/network":                40,
-	"internal/storage":                40,
-	"internal/statebackend/heap":      40,
-	"internal/statebackend/pebble":    40,
-	"internal/statebackend/statetest": 40,
-	"internal/statebackend":           35,
+	"internal/network":                  40,
+	"internal/storage":                  40,
+	"internal/statebackend/heap":        40,
+	"internal/statebackend/pebble":      40,
+	"internal/statebackend/statetest":   40,
+	"internal/statebackend/incremental": 40,
+	"internal/statebackend":             35,
 
 	"internal/checkpoint":            20,
+	"internal/jobstate":              20,
 	"internal/opstate":               20,
 	"internal/window":                20,
 	"internal/watermark":             20,
@@ -86,14 +89,16 @@ var allowed = map[[2]string]string{
 
 // rankOf returns the rank of package dir and the prefix that gave it.
 func rankOf(dir string) (int, string, bool) {
-	for p := dir; ; p = filepath.Dir(p) {
+	if dir == "." {
+		return layers["."], ".", true
+	}
+	for p := dir; p != "." && p != "/"; p = filepath.Dir(p) {
 		if r, ok := layers[p]; ok {
 			return r, p, true
 		}
-		if p == "." || p == "/" {
-			return 0, "", false
-		}
 	}
+	return 0, "", false // the root package's rank is its own, not its subdirectories'
+
 }
 
 // imports returns, by package directory (relative to the module root),
@@ -216,6 +221,9 @@ func TestLayeringCatches(t *testing.T) {
 		if len(got) != 1 || !strings.Contains(got[0], tt.pkg) || !strings.Contains(got[0], tt.imp) {
 			t.Errorf("%s importing %s: got %q, want one violation naming both", tt.pkg, tt.imp, got)
 		}
+	}
+	if got := violations(map[string][]string{"internal/nosuchroom": nil}); len(got) != 1 || !strings.Contains(got[0], "has no layer") {
+		t.Errorf("a package without a layer: got %q, want it reported (not ranked as the root package)", got)
 	}
 	for _, ok := range [][2]string{{".", "internal/runtime"}, {"internal/runtime", "internal/graph"}, {"connectors/kafka", "connector"}, {"internal/rest/local", "internal/runtime"}} {
 		if got := violations(map[string][]string{ok[0]: {ok[1]}}); len(got) != 0 {

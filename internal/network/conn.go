@@ -33,7 +33,8 @@ type conn struct {
 	peer   string
 	dialer bool
 	br     *bufio.Reader
-	bw     *bufio.Writer // writeLoop only
+	bw     *bufio.Writer // writeLoop only, over TLS
+	tcp    bool          // nc is a plain TCP connection: writev
 	maxLen int           // the longest frame accepted
 
 	wake     chan struct{} // rung when ready or ctrl gained something
@@ -53,8 +54,10 @@ type conn struct {
 }
 
 func newConn(n *Node, nc net.Conn, br *bufio.Reader, dialer bool) *conn {
+	_, tcp := nc.(*net.TCPConn)
 	return &conn{
 		node:    n,
+		tcp:     tcp,
 		nc:      nc,
 		peer:    nc.RemoteAddr().String(),
 		dialer:  dialer,
@@ -142,15 +145,55 @@ func (c *conn) pushReady(o *outChan) {
 	c.ring()
 }
 
+// Limits of one batch of writeLoop: it gathers frames until it holds this
+// many bytes or items, or nothing more is ready, then writes them with one
+// system call (writev).
+const (
+	maxBatchBytes = 256 << 10
+	maxBatchItems = 64
+)
+
+// sentBuf is a buffer of a batch, to give back to its channel once written.
+type sentBuf struct {
+	o   *outChan
+	buf []byte
+}
+
+// writeBatch is writeLoop's scratch: the frames gathered for one write.
+type writeBatch struct {
+	vec  net.Buffers
+	hdrs []byte // headers of the batch's frames; vec points into it
+	sent []sentBuf
+	eops []uint32 // channels whose end of partition is in the batch
+	n    int      // bytes gathered
+}
+
+func (b *writeBatch) reset() {
+	clear(b.vec)
+	clear(b.sent)
+	b.vec, b.hdrs, b.sent, b.eops, b.n = b.vec[:0], b.hdrs[:0], b.sent[:0], b.eops[:0], 0
+}
+
+// header appends a frame header (with room for extra body bytes) to the
+// batch's header space and returns it to fill.
+func (b *writeBatch) header(size int) []byte {
+	i := len(b.hdrs)
+	b.hdrs = b.hdrs[:i+size] // within the capacity writeLoop reserved
+	return b.hdrs[i : i+size : i+size]
+}
+
 // writeLoop writes control frames and the channels' buffers and events,
-// taking the ready channels in turn, one item each, and flushes the socket
-// whenever nothing more is ready: writes are batched under load and
-// immediate when idle.
+// taking the ready channels in turn, one item each, and gathering them into
+// batches written with one system call each (writev, without copying the
+// buffers): writes are batched under load and immediate when idle.
 func (c *conn) writeLoop() {
 	defer c.node.wg.Done()
 	var ctrl []byte
 	var order []uint32
-	var hdr [frameHeaderLen + eventBodyLen]byte
+	var b writeBatch
+	// Headers are at most frameHeaderLen+eventBodyLen bytes; reserving the
+	// whole batch's worth keeps vec's slices into hdrs valid.
+	b.hdrs = make([]byte, 0, (maxBatchItems+1)*(frameHeaderLen+eventBodyLen))
 	for {
 		select {
 		case <-c.wake:
@@ -161,61 +204,102 @@ func (c *conn) writeLoop() {
 			c.mu.Lock()
 			ctrl, c.ctrl = c.ctrl, ctrl[:0]
 			for _, id := range c.creditOrder {
-				var b [frameHeaderLen + 4]byte
-				putHeader(b[:], 5+4, frameAddCredit, id)
-				binary.BigEndian.PutUint32(b[frameHeaderLen:], uint32(c.credits[id]))
-				ctrl = append(ctrl, b[:]...)
+				var h [frameHeaderLen + 4]byte
+				putHeader(h[:], 5+4, frameAddCredit, id)
+				binary.BigEndian.PutUint32(h[frameHeaderLen:], uint32(c.credits[id]))
+				ctrl = append(ctrl, h[:]...)
 				delete(c.credits, id)
 			}
 			order, c.creditOrder = c.creditOrder, order[:0]
-			var o *outChan
-			if len(c.ready) > 0 {
-				o = c.ready[0]
-				c.ready[0] = nil
-				c.ready = c.ready[1:]
-			}
 			closeAsked := c.closeAsked
 			c.mu.Unlock()
 			if len(ctrl) > 0 {
-				if _, err := c.bw.Write(ctrl); err != nil {
-					c.fail(c.lost(err))
+				b.vec = append(b.vec, ctrl)
+				b.n += len(ctrl)
+			}
+			for len(b.vec) < maxBatchItems && b.n < maxBatchBytes {
+				c.mu.Lock()
+				var o *outChan
+				if len(c.ready) > 0 {
+					o = c.ready[0]
+					c.ready[0] = nil
+					c.ready = c.ready[1:]
+				}
+				c.mu.Unlock()
+				if o == nil {
+					break
+				}
+				c.gather(o, &b)
+			}
+			if len(b.vec) == 0 {
+				if closeAsked {
+					var h [frameHeaderLen]byte
+					putHeader(h[:], 5, frameClose, 0)
+					c.nc.Write(h[:])
+					c.fail(errClosedHere)
 					return
 				}
+				break
 			}
-			if o != nil {
-				if err := c.writeItem(o, hdr[:]); err != nil {
-					c.fail(c.lost(err))
-					return
-				}
-				continue
-			}
-			if len(ctrl) > 0 {
-				continue
-			}
-			if closeAsked {
-				var b [frameHeaderLen]byte
-				putHeader(b[:], 5, frameClose, 0)
-				c.bw.Write(b[:])
-				c.bw.Flush()
-				c.fail(errClosedHere)
+			err := c.flushBatch(&b)
+			// ctrl's bytes are written: it may be reused.
+			if err != nil {
+				c.fail(c.lost(err))
 				return
 			}
-			break
-		}
-		if err := c.bw.Flush(); err != nil {
-			c.fail(c.lost(err))
-			return
 		}
 	}
 }
 
-// writeItem writes o's next item, if it still may go.
-func (c *conn) writeItem(o *outChan, hdr []byte) error {
+// flushBatch writes the batch, then gives its buffers back to their
+// channels (queueing those that have more to send) and forgets the
+// channels whose end of partition went.
+func (c *conn) flushBatch(b *writeBatch) error {
+	var err error
+	if c.tcp {
+		v := b.vec
+		_, err = v.WriteTo(c.nc)
+	} else {
+		// TLS: one record per write, so the frames go through a buffer.
+		for _, p := range b.vec {
+			if _, err = c.bw.Write(p); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = c.bw.Flush()
+		}
+	}
+	for _, s := range b.sent {
+		o := s.o
+		o.mu.Lock()
+		o.recycle(s.buf)
+		if !o.inReady && o.conn == c && o.box.Available() {
+			o.inReady = true
+			c.pushReady(o)
+		}
+		o.mu.Unlock()
+	}
+	if len(b.eops) > 0 {
+		c.mu.Lock()
+		for _, id := range b.eops {
+			delete(c.outs, id)
+		}
+		c.mu.Unlock()
+	}
+	b.reset()
+	return err
+}
+
+// gather adds o's next item, if it still may go, to the batch; o goes back
+// in the ready queue at once if it has more to send, else when its buffer
+// is written.
+func (c *conn) gather(o *outChan, b *writeBatch) {
 	o.mu.Lock()
 	o.inReady = false
 	if o.conn != c || !o.box.Available() {
 		o.mu.Unlock()
-		return nil
+		return
 	}
 	kind, it, backlog := o.box.Pop()
 	id := o.id
@@ -225,38 +309,30 @@ func (c *conn) writeItem(o *outChan, hdr []byte) error {
 	if eop {
 		o.unbindLocked()
 	}
-	o.mu.Unlock()
-
-	var err error
 	if kind == credit.Data {
-		putHeader(hdr, 5+4+len(it.buf), frameBuffer, id)
-		binary.BigEndian.PutUint32(hdr[frameHeaderLen:], uint32(backlog))
-		if _, err = c.bw.Write(hdr[:frameHeaderLen+4]); err == nil {
-			_, err = c.bw.Write(it.buf)
-		}
+		h := b.header(frameHeaderLen + 4)
+		putHeader(h, 5+4+len(it.buf), frameBuffer, id)
+		binary.BigEndian.PutUint32(h[frameHeaderLen:], uint32(backlog))
+		b.vec = append(b.vec, h, it.buf)
+		b.n += len(h) + len(it.buf)
+		b.sent = append(b.sent, sentBuf{o: o, buf: it.buf})
 		o.m.BuffersOut.Add(1)
 		o.m.BytesOut.Add(int64(len(it.buf)))
 	} else {
-		putHeader(hdr, 5+eventBodyLen, frameEvent, id)
-		it.ev.appendBody(hdr[frameHeaderLen:frameHeaderLen])
-		_, err = c.bw.Write(hdr[:frameHeaderLen+eventBodyLen])
-	}
-
-	o.mu.Lock()
-	if kind == credit.Data {
-		o.recycle(it.buf)
+		h := b.header(frameHeaderLen + eventBodyLen)
+		putHeader(h, 5+eventBodyLen, frameEvent, id)
+		it.ev.appendBody(h[frameHeaderLen:frameHeaderLen])
+		b.vec = append(b.vec, h)
+		b.n += len(h)
+		if eop {
+			b.eops = append(b.eops, id)
+		}
 	}
 	if !o.inReady && o.conn == c && o.box.Available() {
 		o.inReady = true
 		c.pushReady(o)
 	}
 	o.mu.Unlock()
-	if eop {
-		c.mu.Lock()
-		delete(c.outs, id)
-		c.mu.Unlock()
-	}
-	return err
 }
 
 // lost describes a broken connection.
@@ -372,7 +448,7 @@ func (c *conn) readBuffer(ch uint32, n int) error {
 		return fmt.Errorf("%w: channel %q: %v", ErrMalformed, in.name, err)
 	}
 	buf = buf[:n]
-	if _, err := io.ReadFull(c.br, buf); err != nil {
+	if err := c.readPayload(buf); err != nil {
 		in.gate.recycle(buf)
 		c.fail(c.lost(err))
 		return nil
@@ -382,6 +458,28 @@ func (c *conn) readBuffer(ch uint32, n int) error {
 	in.push(inItem{buf: buf})
 	return nil
 }
+
+// readPayload fills buf from the connection: the bytes already buffered
+// are copied, and the rest, when it is at least minDirectRead, is read
+// straight into buf rather than through the reader's buffer (one copy less
+// for large buffers).
+func (c *conn) readPayload(buf []byte) error {
+	k := c.br.Buffered()
+	if len(buf)-k < minDirectRead {
+		_, err := io.ReadFull(c.br, buf)
+		return err
+	}
+	if _, err := io.ReadFull(c.br, buf[:k]); err != nil {
+		return err
+	}
+	// The reader's buffer is empty now: reading around it keeps the order.
+	_, err := io.ReadFull(c.nc, buf[k:])
+	return err
+}
+
+// minDirectRead is the least remainder of a buffer frame that readPayload
+// reads around the reader's buffer.
+const minDirectRead = 16 << 10
 
 func (c *conn) onEvent(ch uint32, b []byte) error {
 	ev, err := decodeEvent(b)

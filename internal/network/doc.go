@@ -18,8 +18,12 @@
 // reuse it. Per connection two goroutines run, one reading frames and one
 // writing; the writer takes the channels that may send (credit, or an event
 // at the head) in turn, one item each, so that a channel whose consumer is
-// slow (no credit) never holds the others back, and flushes the socket
-// whenever nothing more is ready. Records are encoded on the producing
+// slow (no credit) never holds the others back. It gathers what is ready
+// (up to 64 frames or 256 KiB) and writes it with one writev, the buffers
+// themselves and no copy of them (over TLS through a buffered writer), so
+// writes are batched under load and immediate when idle. The reader reads
+// frame headers through a bufio.Reader and a buffer's remainder of at
+// least 16 KiB straight into the receive buffer. Records are encoded on the producing
 // task's goroutine (OutputChannel.Write) and decoded on the consuming
 // task's (InputChannel.Poll); the network goroutines only move buffers.
 //

@@ -6,6 +6,7 @@
 //	GET    /overview                                   cluster overview
 //	GET    /config                                     dashboard configuration
 //	GET    /taskmanagers                               TaskManagers
+//	GET    /taskmanagers/{id}                          one TaskManager
 //	GET    /jobs                                       job ids and statuses
 //	GET    /jobs/overview                              jobs with times and task counts
 //	GET    /jobs/{jobid}                               job details: vertices, metrics, operators, backpressure, plan

@@ -58,13 +58,29 @@ func (s *Server) getConfig(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) getTaskManagers(w http.ResponseWriter, _ *http.Request) {
 	out := TaskManagersInfo{TaskManagers: []TaskManagerEntry{}}
 	for _, tm := range s.jm.TaskManagers() {
-		out.TaskManagers = append(out.TaskManagers, TaskManagerEntry{
-			ID: tm.ID, Path: tm.Address, DataPort: tm.DataPort, JMXPort: -1,
-			LastBeat: ms(tm.LastHeartbeat), SlotsNumber: tm.Slots, FreeSlots: tm.FreeSlots,
-			Hardware: HardwareDescription{CPUCores: tm.CPUCores, PhysicalMemory: tm.PhysicalMemory, FreeMemory: tm.FreeMemory},
-		})
+		out.TaskManagers = append(out.TaskManagers, taskManagerEntry(tm))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// getTaskManager is GET /taskmanagers/{id}: one TaskManager, or 404.
+func (s *Server) getTaskManager(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("tmid")
+	for _, tm := range s.jm.TaskManagers() {
+		if tm.ID == id {
+			writeJSON(w, http.StatusOK, taskManagerEntry(tm))
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, fmt.Sprintf("taskmanager %q not found", id))
+}
+
+func taskManagerEntry(tm TaskManagerInfo) TaskManagerEntry {
+	return TaskManagerEntry{
+		ID: tm.ID, Path: tm.Address, DataPort: tm.DataPort, JMXPort: -1,
+		LastBeat: ms(tm.LastHeartbeat), SlotsNumber: tm.Slots, FreeSlots: tm.FreeSlots,
+		Hardware: HardwareDescription{CPUCores: tm.CPUCores, PhysicalMemory: tm.PhysicalMemory, FreeMemory: tm.FreeMemory},
+	}
 }
 
 func (s *Server) getJobs(w http.ResponseWriter, _ *http.Request) {

@@ -89,6 +89,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /overview", s.getOverview)
 	m.HandleFunc("GET /config", s.getConfig)
 	m.HandleFunc("GET /taskmanagers", s.getTaskManagers)
+	m.HandleFunc("GET /taskmanagers/{tmid}", s.getTaskManager)
 	m.HandleFunc("GET /jobs", s.getJobs)
 	m.HandleFunc("GET /jobs/overview", s.getJobsOverview)
 	m.HandleFunc("GET /jobs/{jobid}", s.getJob)

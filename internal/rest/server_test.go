@@ -29,6 +29,8 @@ func TestReadEndpoints(t *testing.T) {
 			`{"refresh-interval":3000,"timezone-name":"UTC","timezone-offset":0,"features":{"web-submit":false,"web-cancel":true}}`},
 		{"taskmanagers", "/taskmanagers",
 			`{"taskmanagers":[{"id":"local","path":"local","jmxPort":-1,"slotsNumber":4,"freeSlots":2,"hardware":{"cpuCores":4,"physicalMemory":8589934592}}]}`},
+		{"taskmanager", "/taskmanagers/local",
+			`{"id":"local","path":"local","jmxPort":-1,"slotsNumber":4,"freeSlots":2}`},
 		{"jobs", "/jobs",
 			`{"jobs":[{"id":"wordcount","status":"RUNNING"},{"id":"etl","status":"FINISHED"}]}`},
 		{"versioned", "/v1/jobs",
@@ -167,6 +169,7 @@ func TestBadRequests(t *testing.T) {
 		{"unknown job subpath", "GET", "/jobs/wordcount/nope", "", 404, "no such path", ""},
 		{"root, not GET", "POST", "/", "", 404, "no such path: /", ""}, // GET serves the dashboard
 		{"unknown job", "GET", "/jobs/nope", "", 404, `job "nope" not found`, ""},
+		{"unknown taskmanager", "GET", "/taskmanagers/nope", "", 404, `taskmanager "nope" not found`, ""},
 		{"unknown job, escaped", "GET", "/jobs/a%2Fb", "", 404, `job "a/b" not found`, ""},
 		{"unknown job exceptions", "GET", "/jobs/nope/exceptions", "", 404, `job "nope" not found`, ""},
 		{"unknown job checkpoints", "GET", "/jobs/nope/checkpoints", "", 404, `job "nope" not found`, ""},

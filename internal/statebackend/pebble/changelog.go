@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // The changelog (Flink's FLIP-158, "generic log-based incremental
@@ -67,9 +67,10 @@ const changelogBufferSize = 256 << 10
 // backend) and rotated there too. Closed segments are plain files that
 // other goroutines may read and remove.
 type Changelog struct {
+	fs   vfs.FS
 	dir  string
 	seq  int64 // the open segment
-	f    *os.File
+	f    vfs.File
 	w    *bufio.Writer
 	size int64 // bytes written to the open segment
 	err  error // the first write error: every later Rotate returns it
@@ -85,16 +86,19 @@ type ChangelogSegment struct {
 	Size int64
 }
 
-// OpenChangelog creates dir if needed and opens segment first in it, empty
-// (an existing file of that name is truncated).
-func OpenChangelog(dir string, first int64) (*Changelog, error) {
+// OpenChangelog creates dir in fs (nil: vfs.Default) if needed and opens
+// segment first in it, empty (an existing file of that name is truncated).
+func OpenChangelog(fs vfs.FS, dir string, first int64) (*Changelog, error) {
+	if fs == nil {
+		fs = vfs.Default
+	}
 	if first < 0 {
 		return nil, fmt.Errorf("pebble changelog: first segment %d: want >= 0", first)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("pebble changelog: %w", err)
 	}
-	c := &Changelog{dir: dir, seq: first}
+	c := &Changelog{fs: fs, dir: dir, seq: first}
 	if err := c.open(); err != nil {
 		return nil, err
 	}
@@ -102,7 +106,7 @@ func OpenChangelog(dir string, first int64) (*Changelog, error) {
 }
 
 func (c *Changelog) open() error {
-	f, err := os.Create(c.SegmentPath(c.seq))
+	f, err := c.fs.Create(c.SegmentPath(c.seq), vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return fmt.Errorf("pebble changelog: %w", err)
 	}
@@ -138,7 +142,7 @@ func (c *Changelog) Rotate() (ChangelogSegment, error) {
 	if c.f == nil {
 		return ChangelogSegment{}, errors.New("pebble changelog: closed")
 	}
-	seg := ChangelogSegment{Seq: c.seq, Path: c.f.Name(), Size: c.size}
+	seg := ChangelogSegment{Seq: c.seq, Path: c.SegmentPath(c.seq), Size: c.size}
 	err := c.w.Flush()
 	if cerr := c.f.Close(); err == nil {
 		err = cerr
@@ -169,13 +173,13 @@ func (c *Changelog) Close() error {
 
 // Remove removes the local files of the closed segments below seq.
 func (c *Changelog) Remove(below int64) {
-	entries, err := os.ReadDir(c.dir)
+	names, err := c.fs.List(c.dir)
 	if err != nil {
 		return
 	}
-	for _, e := range entries {
-		if s, ok := ParseChangelogSegmentName(e.Name()); ok && s < below && s < c.seq {
-			_ = os.Remove(filepath.Join(c.dir, e.Name()))
+	for _, name := range names {
+		if s, ok := ParseChangelogSegmentName(name); ok && s < below && s < c.seq {
+			_ = c.fs.Remove(filepath.Join(c.dir, name))
 		}
 	}
 }
@@ -312,7 +316,7 @@ func (b *Backend[K]) ReplayChangelog(dir string, segments []string) (err error) 
 		}
 	}()
 	for _, seg := range segments {
-		if err := replaySegment(db, seg); err != nil {
+		if err := replaySegment(b.opts.FS, db, seg); err != nil {
 			return fmt.Errorf("pebble backend: replay changelog segment %s: %w", filepath.Base(seg), err)
 		}
 	}
@@ -326,8 +330,8 @@ func (b *Backend[K]) ReplayChangelog(dir string, segments []string) (err error) 
 // does not decode.
 var ErrCorruptChangelog = errors.New("corrupt changelog segment")
 
-func replaySegment(db *pebble.DB, name string) error {
-	f, err := os.Open(name)
+func replaySegment(fs vfs.FS, db *pebble.DB, name string) error {
+	f, err := fs.Open(name)
 	if err != nil {
 		return err
 	}

@@ -82,7 +82,7 @@ func TestChangelogReplay(t *testing.T) {
 	matB := filepath.Join(root, "matB") // the same instant
 	_, err = b.SnapshotIncremental(2, matB)
 	must(t, err)
-	log, err := OpenChangelog(filepath.Join(root, "log"), 0)
+	log, err := OpenChangelog(nil, filepath.Join(root, "log"), 0)
 	must(t, err)
 	defer log.Close()
 	b.SetChangelog(log)
@@ -147,7 +147,7 @@ func TestChangelogCorruptSegment(t *testing.T) {
 	kc := codec.String()
 	root := t.TempDir()
 	b := newPebble(t, r, kc, Options{})
-	log, err := OpenChangelog(filepath.Join(root, "log"), 7)
+	log, err := OpenChangelog(nil, filepath.Join(root, "log"), 7)
 	must(t, err)
 	defer log.Close()
 	b.SetChangelog(log)
@@ -195,7 +195,7 @@ func TestChangelogSegmentNames(t *testing.T) {
 			t.Errorf("ParseChangelogSegmentName(%q) = %d, %t; want %d, %t", tc.name, seq, ok, tc.seq, tc.ok)
 		}
 	}
-	if _, err := OpenChangelog(t.TempDir(), -1); err == nil {
+	if _, err := OpenChangelog(nil, t.TempDir(), -1); err == nil {
 		t.Error("OpenChangelog with a negative first segment succeeded")
 	}
 }

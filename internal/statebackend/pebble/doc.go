@@ -144,8 +144,8 @@
 // and closes the open segment: the runtime calls it at a checkpoint's
 // barrier and uploads the segment; ReplayChangelog applies segments, in
 // order, to a native checkpoint (a materialization taken at an earlier
-// cut) before RestoreNative. The runtime's side is the root package's
-// checkpointing_changelog.go.
+// cut) before RestoreNative. The runtime's side is
+// internal/statebackend/incremental.
 //
 // # Restore and registration
 //

@@ -5,12 +5,8 @@
 // Ledger is the task-side ledger of an instance's incremental checkpoints:
 // which checkpoint's shared files are the base the next checkpoint refers
 // to, which checkpoints are pending, and which local checkpoint
-// directories may go. It does no I/O: the incremental state of the root
-// package (checkpointing_incremental.go) feeds it events and carries out
-// what it returns. Its behaviour is specified by the data-driven scripts
-// under testdata/ledger.
-//
-// Not here yet (issue 15, item 3): the snapshot strategies themselves
-// (upload, download, local recovery, the changelog and its materializations)
-// still live in the root package.
+// directories may go. It does no I/O: the incremental lifecycle
+// (internal/statebackend/incremental) feeds it events and carries out what
+// it returns. Its behaviour is specified by the data-driven scripts under
+// testdata/ledger.
 package snapshot

@@ -27,7 +27,7 @@ type Files struct {
 }
 
 // WriteCA writes a fresh CA and a server certificate it signed, valid for a
-// day, into dir.
+// day, into dir. The certificate also serves as a client's, for mutual TLS.
 func WriteCA(t testing.TB, dir string) Files {
 	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -55,7 +55,7 @@ func WriteCA(t testing.TB, dir string) Files {
 		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "weir"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, // a client's too, for mutual TLS
 	}
 	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
 	if err != nil {

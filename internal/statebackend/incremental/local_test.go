@@ -1,4 +1,4 @@
-package weir
+package incremental
 
 import (
 	"context"
@@ -11,9 +11,7 @@ import (
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/checkpoint"
-	"github.com/weirstream/weir/internal/jobmaster"
 	"github.com/weirstream/weir/internal/keygroup"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/internal/statebackend/pebble"
 	"github.com/weirstream/weir/internal/storage"
 )
@@ -99,7 +97,7 @@ func TestIncrementalRestoreLocal(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			env := &opEnv{uid: "op", keyGroups: groups, stateDir: dir, localRecovery: true}
+			opts := Options{Groups: groups, LocalDir: dir + "/local/op-0", Prefix: "op-0", LocalRecovery: true}
 			b := newIncTestBackend(t, dir+"/a", groups)
 			v, err := pebble.NewValueState(b, "v", codec.String())
 			if err != nil {
@@ -109,10 +107,12 @@ func TestIncrementalRestoreLocal(t *testing.T) {
 				incTestSetKey(b, i, groups.End)
 				v.Update(fmt.Sprint("value-", i))
 			}
-			inc := newIncrementalState(env)
+			lc, err := New(context.Background(), b, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
 			store := storage.NewMemoryStore()
-			opts := &runtime.BarrierOptions{Kind: checkpoint.KindCheckpoint, Store: store, Dir: "job/chk-1"}
-			snap, err := inc.snapshot(b.SnapshotIncremental, 1, opts)
+			snap, err := lc.Snapshot(1, Target{Store: store, Dir: "job/chk-1"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,12 +121,12 @@ func TestIncrementalRestoreLocal(t *testing.T) {
 				t.Fatal(err)
 			}
 			snap.Release()
-			inc.complete(1)
+			lc.NotifyComplete(1)
 			if err := b.Close(); err != nil {
 				t.Fatal(err)
 			}
 
-			local := inc.checkpointDir(1)
+			local := lc.LocalCheckpointDir(1)
 			var ssts []string
 			for _, f := range st.Keyed[0].Files {
 				if isDataFile(f.Name) {
@@ -136,19 +136,23 @@ func TestIncrementalRestoreLocal(t *testing.T) {
 			if len(ssts) == 0 {
 				t.Fatalf("checkpoint has no data file: %+v", st.Keyed[0].Files)
 			}
-			if rec, err := readLocalRecord(local); err != nil || len(rec) != len(ssts) {
+			if rec, err := lc.inc.readLocalRecord(local); err != nil || len(rec) != len(ssts) {
 				t.Fatalf("record of the local copy: %v, %v; want its %d data files", rec, err, len(ssts))
 			}
 			tc.damage(t, local, ssts)
 
 			// A new instance of the operator, as after a failure.
 			b2 := newIncTestBackend(t, dir+"/b", groups)
-			from := &jobmaster.Restored{Metadata: &checkpoint.Metadata{ID: 1, Kind: checkpoint.KindCheckpoint}, Store: store, Dir: "job/chk-1"}
-			stats, err := newIncrementalState(env).restore(context.Background(), from, st.Keyed, dir+"/b", b2.RestoreNative, b2.ReplayChangelog)
+			from := Source{ID: 1, Store: store, Dir: "job/chk-1"}
+			lc2, err := New(context.Background(), b2, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := stats.local == 1; got != tc.wantLocal || stats.local+stats.downloaded != 1 {
+			stats, err := lc2.Restore(context.Background(), from, st.Keyed, dir+"/b")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := stats.Local == 1; got != tc.wantLocal || stats.Local+stats.Downloaded != 1 {
 				t.Fatalf("restore stats %+v, want local %t", stats, tc.wantLocal)
 			}
 			v2, err := pebble.NewValueState(b2, "v", codec.String())
@@ -178,4 +182,35 @@ func newIncTestBackend(t *testing.T, dir string, groups keygroup.Range) *pebble.
 func incTestSetKey(b *pebble.Backend[string], i, maxPar int) {
 	k := fmt.Sprint("key-", i)
 	b.SetCurrentKey(k, keygroup.Of(codec.String().Append(nil, k), maxPar))
+}
+
+// TestUnwritableLocalDir: a local directory that cannot be created (a
+// file is in the way) fails the snapshot, in both modes, with an error
+// naming the path; nothing is uploaded.
+func TestUnwritableLocalDir(t *testing.T) {
+	for _, changelog := range []bool{false, true} {
+		t.Run(fmt.Sprint("changelog=", changelog), func(t *testing.T) {
+			dir := t.TempDir()
+			groups := keygroup.Range{Start: 0, End: 8}
+			if err := os.WriteFile(filepath.Join(dir, "local"), []byte("not a directory"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			b := newIncTestBackend(t, filepath.Join(dir, "db"), groups)
+			opts := Options{Groups: groups, LocalDir: filepath.Join(dir, "local", "op-0"), Prefix: "op-0"}
+			opts.Changelog.Enabled = changelog
+			lc, err := New(context.Background(), b, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lc.Close()
+			store := storage.NewMemoryStore()
+			_, err = lc.Snapshot(1, Target{Store: store, Dir: "job/chk-1"})
+			if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "local")) {
+				t.Fatalf("snapshot with an unwritable local directory: %v; want an error naming %s", err, filepath.Join(dir, "local"))
+			}
+			if names, _ := store.List(context.Background(), ""); len(names) != 0 {
+				t.Fatalf("uploaded %v", names)
+			}
+		})
+	}
 }

@@ -1,4 +1,4 @@
-package weir
+package incremental
 
 import (
 	"bytes"
@@ -9,12 +9,12 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/checkpoint"
-	"github.com/weirstream/weir/internal/jobmaster"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/internal/statebackend/pebble"
 	"github.com/weirstream/weir/internal/storage"
@@ -106,13 +106,11 @@ func restoreChangelogInto(t *testing.T, res incSizeResult, r keygroup.Range) *pe
 	t.Helper()
 	dir := t.TempDir()
 	b := newIncTestBackend(t, filepath.Join(dir, "b"), r)
-	env := &opEnv{uid: "restored", keyGroups: r, stateDir: dir}
-	from := &jobmaster.Restored{Metadata: &checkpoint.Metadata{ID: 99, Kind: checkpoint.KindCheckpoint}, Store: res.store, Dir: "job/chk-99"}
-	stats, err := newIncrementalState(env).restore(context.Background(), from, res.last.Keyed, filepath.Join(dir, "b"), b.RestoreNative, b.ReplayChangelog)
+	stats, err := newRestorer(t, b, dir, r).Restore(context.Background(), Source{ID: 99, Store: res.store, Dir: "job/chk-99"}, res.last.Keyed, filepath.Join(dir, "b"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stats.replayed == 0 || stats.downloaded != 1 {
+	if stats.Replayed == 0 || stats.Downloaded != 1 {
 		t.Fatalf("restore stats %+v: want one handle downloaded and its segments replayed", stats)
 	}
 	return b
@@ -205,9 +203,7 @@ func TestChangelogCorruptSegment(t *testing.T) {
 			dir := t.TempDir()
 			r := keygroup.Range{Start: 0, End: 128}
 			b := newIncTestBackend(t, filepath.Join(dir, "b"), r)
-			env := &opEnv{uid: "restored", keyGroups: r, stateDir: dir}
-			from := &jobmaster.Restored{Metadata: &checkpoint.Metadata{ID: 4, Kind: checkpoint.KindCheckpoint}, Store: res.store, Dir: "job/chk-4"}
-			_, err := newIncrementalState(env).restore(ctx, from, res.last.Keyed, filepath.Join(dir, "b"), b.RestoreNative, b.ReplayChangelog)
+			_, err := newRestorer(t, b, dir, r).Restore(ctx, Source{ID: 4, Store: res.store, Dir: "job/chk-4"}, res.last.Keyed, filepath.Join(dir, "b"))
 			if !errors.Is(err, storage.ErrCorruptState) && !errors.Is(err, storage.ErrNotFound) {
 				t.Fatalf("restore with a %s segment: %v, want ErrCorruptState or ErrNotFound", damage, err)
 			}
@@ -246,4 +242,110 @@ func writeObject(t *testing.T, s storage.Store, name string, data []byte) {
 	if err := w.Commit(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestChangelogReusesOnlyItsBase: a checkpoint lists only files that its
+// base (KeyedStateHandle.Base, the last checkpoint the task knows
+// complete) lists, or files no earlier checkpoint listed (its own
+// uploads): the job master's shared-state registry deletes files on that
+// rule. The sequence that broke it: checkpoints 1 and 2 both take a
+// materialization of their own (none is confirmed yet); 1 completes; 3
+// starts a background materialization reusing 1's data files; 2 completes
+// (its newer materialization becomes the base) before the background one
+// is taken. Taken by 4, it would list 1's copies of the data files, which
+// 2 does not: once 1 and 3 are discarded the registry deletes them, and 4
+// cannot be restored (the PebbleChangelog harness: "no valid checkpoint is
+// left to restore from"). It must be dropped instead.
+func TestChangelogReusesOnlyItsBase(t *testing.T) {
+	const maxPar = 128
+	dir := t.TempDir()
+	b := newIncTestBackend(t, filepath.Join(dir, "db"), keygroup.Range{Start: 0, End: maxPar})
+	v, err := pebble.NewValueState(b, "v", codec.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Values large enough that the database flushes data files: those
+	// are what materializations reuse.
+	pad := strings.Repeat("x", 400)
+	write := func(from, to int) {
+		for i := from; i < to; i++ {
+			incTestSetKey(b, i, maxPar)
+			v.Update(fmt.Sprint("value-", i, pad))
+		}
+	}
+	lc, err := New(context.Background(), b, Options{Groups: keygroup.Range{Start: 0, End: maxPar}, LocalDir: filepath.Join(dir, "local", "reuse-0"), Prefix: "reuse-0",
+		Changelog: ChangelogOptions{Enabled: true, MaterializationInterval: time.Nanosecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lc.Close)
+	store := storage.NewMemoryStore()
+	handles := map[int64]checkpoint.KeyedStateHandle{}
+	take := func(id int64) {
+		t.Helper()
+		snap, err := lc.Snapshot(id, Target{Store: store, Dir: fmt.Sprint("job/chk-", id)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st checkpoint.SubtaskState
+		if _, err := snap.Async(context.Background(), &st); err != nil {
+			t.Fatal(err)
+		}
+		snap.Release()
+		if len(st.Keyed) != 1 {
+			t.Fatalf("checkpoint %d: %d keyed handles", id, len(st.Keyed))
+		}
+		handles[id] = st.Keyed[0]
+	}
+	write(0, 20_000)
+	take(1)
+	write(20_000, 20_100)
+	take(2)
+	lc.NotifyComplete(1)
+	write(20_100, 20_200)
+	take(3) // starts a background materialization on top of 1's
+	lc.cl.bg.Wait()
+	lc.NotifyComplete(2)
+	lc.NotifyComplete(3)
+	write(20_200, 20_300)
+	take(4)
+	reused := 0
+	for _, f := range handles[1].Files {
+		if isDataFile(f.Name) {
+			reused++
+		}
+	}
+	if reused == 0 {
+		t.Fatal("checkpoint 1 holds no data files: the test proves nothing")
+	}
+
+	listed := map[string]int64{} // file -> the first checkpoint listing it
+	for id := int64(1); id <= 4; id++ {
+		h := handles[id]
+		base := map[string]bool{}
+		for _, f := range handles[h.Base].Files {
+			base[f.Path] = true
+		}
+		for _, f := range h.Files {
+			first, seen := listed[f.Path]
+			if seen && !base[f.Path] {
+				t.Errorf("checkpoint %d (base %d) lists %s, which checkpoint %d listed and its base does not", id, h.Base, f.Path, first)
+			}
+			if !seen {
+				listed[f.Path] = id
+			}
+		}
+	}
+}
+
+// newRestorer returns the lifecycle of a new instance for the key groups r
+// on backend b, to restore into it.
+func newRestorer(t *testing.T, b *pebble.Backend[string], dir string, r keygroup.Range) *Lifecycle {
+	t.Helper()
+	lc, err := New(context.Background(), b, Options{Groups: r, LocalDir: filepath.Join(dir, "local", "restored-0"), Prefix: "restored-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lc.Close)
+	return lc
 }

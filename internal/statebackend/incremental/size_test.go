@@ -1,4 +1,4 @@
-package weir
+package incremental
 
 import (
 	"context"
@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/keygroup"
-	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/internal/statebackend/pebble"
 	"github.com/weirstream/weir/internal/storage"
 )
@@ -42,6 +43,12 @@ type incSizeResult struct {
 }
 
 func incSizeRun(tb testing.TB, keys, valueSize, updated, rounds int, compactions bool, cl *ChangelogOptions) incSizeResult {
+	return incSizeRunFS(tb, keys, valueSize, updated, rounds, compactions, cl, nil)
+}
+
+// incSizeRunFS is incSizeRun with the lifecycle's local files on fs (nil:
+// the disk).
+func incSizeRunFS(tb testing.TB, keys, valueSize, updated, rounds int, compactions bool, cl *ChangelogOptions, fs vfs.FS) incSizeResult {
 	tb.Helper()
 	const maxPar = 128
 	dir := tb.TempDir()
@@ -70,15 +77,18 @@ func incSizeRun(tb testing.TB, keys, valueSize, updated, rounds int, compactions
 	for i := range keys {
 		put(i)
 	}
-	env := &opEnv{uid: "size", keyGroups: keygroup.Range{Start: 0, End: maxPar}, stateDir: dir}
-	inc := newIncrementalState(env)
-	var cls *changelogState
 	clock := time.Unix(0, 0)
+	opts := Options{Groups: keygroup.Range{Start: 0, End: maxPar}, LocalDir: dir + "/local/size-0", Prefix: "size-0",
+		FS: fs, Clock: func() time.Time { return clock }}
 	if cl != nil {
-		cls = newChangelogState(env, inc, *cl)
-		cls.now = func() time.Time { return clock }
-		tb.Cleanup(cls.close)
+		opts.Changelog = *cl
 	}
+	lc, err := New(context.Background(), b, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(lc.Close)
+	cls := lc.cl
 	store := storage.NewMemoryStore()
 	res := incSizeResult{store: store, backend: b}
 	for round := 0; round <= rounds; round++ {
@@ -89,16 +99,10 @@ func incSizeRun(tb testing.TB, keys, valueSize, updated, rounds int, compactions
 			}
 		}
 		id := int64(round + 1)
-		opts := &runtime.BarrierOptions{Kind: checkpoint.KindCheckpoint, Store: store, Dir: fmt.Sprint("job/chk-", id)}
+		target := Target{Store: store, Dir: fmt.Sprint("job/chk-", id)}
 		start := time.Now()
-		var snap runtime.OperatorSnapshot
-		var matBefore int64
-		if cls != nil {
-			matBefore = cls.materializedBytes()
-			snap, err = cls.snapshot(b, id, opts)
-		} else {
-			snap, err = inc.snapshot(b.SnapshotIncremental, id, opts)
-		}
+		matBefore := lc.MaterializedBytes()
+		snap, err := lc.Snapshot(id, target)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -110,8 +114,8 @@ func incSizeRun(tb testing.TB, keys, valueSize, updated, rounds int, compactions
 		}
 		end := time.Now()
 		snap.Release()
+		lc.NotifyComplete(id)
 		if cls != nil {
-			cls.complete(id)
 			cls.bg.Wait() // the background materialization, if one started
 			if cls.bgErr != nil {
 				tb.Fatal(cls.bgErr)
@@ -121,8 +125,6 @@ func incSizeRun(tb testing.TB, keys, valueSize, updated, rounds int, compactions
 				mat = 0 // the first checkpoint's own, counted in uploaded
 			}
 			res.materialized = append(res.materialized, mat)
-		} else {
-			inc.complete(id)
 		}
 		res.last = st
 		res.uploaded = append(res.uploaded, n)
