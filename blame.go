@@ -3,48 +3,27 @@ package weir
 import (
 	"reflect"
 	goruntime "runtime"
-	"strings"
 	"sync"
 
 	"github.com/weirstream/weir/internal/adapt"
+	"github.com/weirstream/weir/internal/blame"
 	"github.com/weirstream/weir/internal/runtime"
 )
 
-// fusedPassPrefix and fusedPassSuffix bound the symbol name of every
-// instance of mapOp.emitFiltered, the fused map→filter pass:
+// fusedPass names every instance of mapOp.emitFiltered, the fused
+// map→filter pass:
 // "github.com/weirstream/weir.(*mapOp[go.shape.int64,go.shape.int64]).emitFiltered".
-var (
-	fusedPassPrefix = reflect.TypeFor[mapOp[int, int]]().PkgPath() + ".(*mapOp["
-	fusedPassSuffix = ").emitFiltered"
-)
+var fusedPass = blame.Pass{
+	Prefix: reflect.TypeFor[mapOp[int, int]]().PkgPath() + ".(*mapOp[",
+	Suffix: ").emitFiltered",
+}
 
 // inFusedFilterCall reports whether the innermost fused map→filter pass
 // on the calling goroutine's stack is inside its call of the filter's
-// function: the line at which the pass's frame stands is one of the lines
-// of that call. It tells the filter's function from the map's even when
-// both are one function, and when profile-guided optimization has inlined
-// them into the pass (runtime.CallersFrames gives an inlined call's caller
-// the line of the call). Called from a function deferred by the pass while
-// a panic unwinds it, the stack still holds every frame from the panic
-// down to the pass.
-func inFusedFilterCall() bool {
-	pcs := make([]uintptr, 256)
-	n := goruntime.Callers(2, pcs)
-	for n == len(pcs) { // a deep stack: look at all of it
-		pcs = make([]uintptr, 2*len(pcs))
-		n = goruntime.Callers(2, pcs)
-	}
-	frames := goruntime.CallersFrames(pcs[:n])
-	for {
-		f, more := frames.Next()
-		if strings.HasPrefix(f.Function, fusedPassPrefix) && strings.HasSuffix(f.Function, fusedPassSuffix) {
-			return fusedKeepLines()[f.Line]
-		}
-		if !more {
-			return false
-		}
-	}
-}
+// function (see internal/blame): it tells the filter's function from the
+// map's even when both are one function, and when profile-guided
+// optimization has inlined them into the pass.
+func inFusedFilterCall() bool { return fusedPass.InCall(fusedKeepLines) }
 
 // fusedKeepLines returns the lines of operators.go at which
 // mapOp.emitFiltered calls the filter's function (one per loop), found

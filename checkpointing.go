@@ -14,6 +14,7 @@ import (
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/jobmaster"
 	"github.com/weirstream/weir/internal/network"
+	"github.com/weirstream/weir/internal/opstate"
 	"github.com/weirstream/weir/internal/restart"
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/internal/statebackend"
@@ -26,7 +27,7 @@ type restoredState struct {
 	splits       []connector.SplitState
 	committables []connector.Committable
 	// lists and broadcast are the instance's share of the operator list
-	// and broadcast state (redistributeOperatorState, opstate.go).
+	// and broadcast state (opstate.Redistribute).
 	lists     []checkpoint.ListState
 	broadcast []checkpoint.BroadcastState
 	// open reads a keyed-state handle, checking its size and checksum.
@@ -79,7 +80,7 @@ func (bc *buildCtx) restoreFor(n *nodeBase, s, par int, env *opEnv) *restoredSta
 			rs.committables = append(rs.committables, connector.Committable{CheckpointID: c.CheckpointID, Subtask: c.Subtask, Data: c.Data})
 		}
 	}
-	rs.lists, rs.broadcast = redistributeOperatorState(op.Subtasks, par, s)
+	rs.lists, rs.broadcast = opstate.Redistribute(op.Subtasks, par, s)
 	return rs
 }
 
@@ -295,10 +296,10 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 			opts.OnRestore(RestoreInfo{ID: r.Metadata.ID, Savepoint: r.Metadata.Kind == checkpoint.KindSavepoint, URL: r.URL(), Restart: restart})
 		}
 	}
-	veto := &restoreVeto{Strategy: jmOpts.Restart}
+	veto := &restart.Vetoable{Strategy: jmOpts.Restart}
 	jmOpts.Restart = veto
 	info := newJobInfo(opts, jobName, jg)
-	jmOpts.OnFailure = info.failed
+	jmOpts.OnFailure = info.Failed
 	if opts.Checkpointing.store == nil {
 		// A missing bucket or wrong credentials are reported now, not at the
 		// first checkpoint.
@@ -345,7 +346,7 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 		bc := &buildCtx{ctx: ctx, opts: opts, jg: jg, stop: make(chan struct{}), logger: logger,
 			restore: restore, responder: resp, attempt: attempt}
 		if err := bc.checkRestoreCoverage(e); err != nil {
-			veto.veto() // no restart can cure it (opstate_restore.go)
+			veto.Veto() // no restart can cure it (restart.Vetoable)
 			return nil, err
 		}
 		if opts.Exchange == "tcp" {
@@ -366,14 +367,14 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 			}
 			var rr *repeatRefusal
 			if errors.As(err, &rr) {
-				veto.veto()
+				veto.Veto()
 			}
 			return nil, err
 		}
 		if bc.net != nil {
 			bc.net.Start() // it closes itself when the attempt's channels end
 		}
-		info.deployed(attempt, tasks)
+		info.Deployed(attempt, tasks)
 		return &jobmaster.Deployment{Tasks: tasks, Stop: bc.stop}, nil
 	}
 	jm, err := jobmaster.New(jmOpts, jobmaster.NewLocalGateway(deploy, logger))
@@ -389,7 +390,7 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 		defer local.release(opts.Logger)
 		logger.Info("job started", "vertices", len(jg.Vertices))
 		c.err = jm.Run(ctx)
-		info.ended(c.err)
+		info.Ended(c.err)
 		if errors.Is(c.err, context.Canceled) {
 			logger.Info("job cancelled", "cause", c.err)
 		} else if c.err != nil {
@@ -450,7 +451,7 @@ func (c *JobClient) TriggerSavepoint(ctx context.Context, dir string) (string, e
 // job; it returns the savepoint's path.
 func (c *JobClient) StopWithSavepoint(ctx context.Context, dir string) (string, error) {
 	path, err := c.jm.TriggerSavepoint(ctx, dir, true)
-	c.info.stoppedWith(path, err)
+	c.info.StoppedWith(path, err)
 	return path, err
 }
 
@@ -458,9 +459,7 @@ func (c *JobClient) StopWithSavepoint(ctx context.Context, dir string) (string, 
 // (StopWithSavepoint, DrainWithSavepoint, or a stop through the REST API),
 // once that call returned; "" if it was not stopped with one.
 func (c *JobClient) StopSavepoint() string {
-	c.info.mu.Lock()
-	defer c.info.mu.Unlock()
-	return c.info.stopSavepoint
+	return c.info.StopSavepoint()
 }
 
 // DrainWithSavepoint stops the job with a savepoint after draining it
@@ -475,7 +474,7 @@ func (c *JobClient) DrainWithSavepoint(ctx context.Context, dir string) (string,
 	if dir == "" && c.info.opts.Checkpointing.SavepointDir == "" {
 		return "", errors.New("no savepoint directory: pass one or set a default savepoint directory")
 	}
-	sources := c.info.sourceTasks()
+	sources := c.info.SourceTasks()
 	for _, t := range sources {
 		// The savepoint's trigger, mailed to the same tasks later, runs
 		// after the drain.
@@ -484,7 +483,7 @@ func (c *JobClient) DrainWithSavepoint(ctx context.Context, dir string) (string,
 		}
 	}
 	path, err := c.jm.TriggerSavepoint(ctx, dir, true)
-	c.info.stoppedWith(path, err)
+	c.info.StoppedWith(path, err)
 	if err != nil {
 		for _, t := range sources {
 			t.Post(context.WithoutCancel(ctx), t.Undrain()) // ErrTaskEnded: nothing to resume
@@ -492,19 +491,6 @@ func (c *JobClient) DrainWithSavepoint(ctx context.Context, dir string) (string,
 	}
 	return path, err
 }
-
-// CheckpointStats describes one checkpoint (or savepoint).
-type CheckpointStats = jobmaster.CheckpointStats
-
-// CheckpointSummary counts checkpoints and names the last restore.
-type CheckpointSummary = jobmaster.Summary
-
-// Checkpoint returns the statistics of checkpoint id, if it is still in
-// the history.
-func (c *JobClient) Checkpoint(id int64) (CheckpointStats, bool) { return c.jm.Checkpoint(id) }
-
-// Checkpoints returns the checkpoint summary and history, oldest first.
-func (c *JobClient) Checkpoints() (CheckpointSummary, []CheckpointStats) { return c.jm.Stats() }
 
 func jobMasterOptions(o Options) (jobmaster.Options, error) {
 	c := o.Checkpointing

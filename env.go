@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 
+	"github.com/weirstream/weir/internal/adapt"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/jobmaster"
@@ -286,7 +287,8 @@ type opEnv struct {
 	// backend and stateDir choose the keyed state backend and its local
 	// working directory (pebble).
 	backend, stateDir string
-	// filterLoop: Options.FilterLoop.
+	// filterLoop is the filters' loop: adaptive unless a test or
+	// benchmark forced one (adapt.ForceFilterLoop).
 	filterLoop string
 	// incremental and localRecovery: Options.Checkpointing's.
 	incremental, localRecovery bool
@@ -319,7 +321,7 @@ func (bc *buildCtx) opEnv(n *nodeBase, s int) *opEnv {
 		env.keyGroups = keygroup.RangeFor(bc.opts.MaxParallelism, par, s)
 	}
 	env.attempt, env.responder, env.taskID = bc.attempt, bc.responder, bc.task(n, s).ID
-	env.backend, env.filterLoop = bc.opts.StateBackend, bc.opts.FilterLoop
+	env.backend, env.filterLoop = bc.opts.StateBackend, adapt.ForcedFilterLoop()
 	env.incremental, env.localRecovery = bc.opts.Checkpointing.Incremental, bc.opts.Checkpointing.LocalRecovery
 	env.changelog = bc.opts.Checkpointing.Changelog
 	env.test = bc.opts.Checkpointing.test

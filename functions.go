@@ -95,8 +95,11 @@ func (c *Context) Logger() *slog.Logger { return c.env.logger }
 
 func (c *Context) context() *Context { return c }
 
-// contexter is satisfied by *Context and *KeyedContext.
-type contexter interface{ context() *Context }
+// FunctionContext is the context that OperatorList, UnionList (and their
+// WithCodec forms) and SideOutput take: the *Context or *KeyedContext a
+// function's Open is given. No other type implements it (its method is
+// unexported), so a call cannot be handed a context of its own making.
+type FunctionContext interface{ context() *Context }
 
 // KeyedContext is the Context of a keyed function: it also knows the current
 // key and owns the keyed state.

@@ -23,18 +23,6 @@ func s3URL(t *testing.T, srv *miniotest.Server, bucket, prefix string) string {
 	return fmt.Sprintf("s3://%s/%s?endpoint=%s&secure=false&pathstyle=true", bucket, prefix, srv.Endpoint)
 }
 
-// waitUntil polls cond every 20 ms until it holds or d passes.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestS3ServerOutage stops the MinIO server under a running job: the
 // checkpoint in flight fails, the job keeps running, and the first
 // checkpoint after the server is back completes.
@@ -61,10 +49,10 @@ func TestS3ServerOutage(t *testing.T) {
 	defer func() { job.Cancel(); job.Wait() }()
 
 	stats := func() (weir.CheckpointSummary, []weir.CheckpointStats) { return job.Checkpoints() }
-	waitUntil(t, 30*time.Second, "a first completed checkpoint", func() bool { s, _ := stats(); return s.Completed > 0 })
+	spWait(t, "a first completed checkpoint", 30*time.Second, func() bool { s, _ := stats(); return s.Completed > 0 })
 	srv.Stop()
 	var failed int64
-	waitUntil(t, 30*time.Second, "a failed checkpoint while the server is down", func() bool {
+	spWait(t, "a failed checkpoint while the server is down", 30*time.Second, func() bool {
 		_, hist := stats()
 		for _, c := range hist {
 			if c.Status == "FAILED" {
@@ -80,7 +68,7 @@ func TestS3ServerOutage(t *testing.T) {
 	default:
 	}
 	srv.Restart(t)
-	waitUntil(t, 60*time.Second, "a checkpoint completed after the server came back", func() bool {
+	spWait(t, "a checkpoint completed after the server came back", 60*time.Second, func() bool {
 		s, _ := stats()
 		return s.LatestCompleted > failed
 	})

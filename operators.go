@@ -307,9 +307,9 @@ func newFilterOp[T any](keep func(T) bool, out runtime.Output[T], env *opEnv) *f
 		adapt: filterChooser(env.filterLoop), cur: env.cursor, idx: env.index}
 }
 
-// filterChooser returns the Chooser of a filter's loop for
-// Options.FilterLoop (validated; "" is adaptive too, for operators built
-// without Options).
+// filterChooser returns the Chooser of a filter's loop named loop
+// (adapt.ForcedFilterLoop; "" is adaptive too, for operators built
+// without an Environment).
 func filterChooser(loop string) *adapt.Chooser {
 	switch loop {
 	case "branch-free":

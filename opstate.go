@@ -79,7 +79,7 @@ func (c *Context) IsRestored() bool { return c.env.ops != nil && c.env.ops.resto
 // len%parallelism subtasks get one more), each element to exactly one
 // subtask. With the same parallelism each subtask gets its own elements
 // back. It is Flink's getListState of an OperatorStateStore.
-func OperatorList[T any](ctx contexter, name string) (state.List[T], error) {
+func OperatorList[T any](ctx FunctionContext, name string) (state.List[T], error) {
 	c, err := codec.Of[T]()
 	if err != nil {
 		return nil, fmt.Errorf("operator list state %q: %w (use OperatorListWithCodec)", name, err)
@@ -88,7 +88,7 @@ func OperatorList[T any](ctx contexter, name string) (state.List[T], error) {
 }
 
 // OperatorListWithCodec is OperatorList with a codec of the caller's.
-func OperatorListWithCodec[T any](ctx contexter, name string, c codec.Codec[T]) (state.List[T], error) {
+func OperatorListWithCodec[T any](ctx FunctionContext, name string, c codec.Codec[T]) (state.List[T], error) {
 	return registerList(ctx, name, false, c)
 }
 
@@ -96,7 +96,7 @@ func OperatorListWithCodec[T any](ctx contexter, name string, c codec.Codec[T]) 
 // on every restore each subtask gets the elements of all subtasks (Flink's
 // getUnionListState). A function usually keeps in it only what it must share
 // and filters on restore (for example by Subtask).
-func UnionList[T any](ctx contexter, name string) (state.List[T], error) {
+func UnionList[T any](ctx FunctionContext, name string) (state.List[T], error) {
 	c, err := codec.Of[T]()
 	if err != nil {
 		return nil, fmt.Errorf("union list state %q: %w (use UnionListWithCodec)", name, err)
@@ -105,7 +105,7 @@ func UnionList[T any](ctx contexter, name string) (state.List[T], error) {
 }
 
 // UnionListWithCodec is UnionList with a codec of the caller's.
-func UnionListWithCodec[T any](ctx contexter, name string, c codec.Codec[T]) (state.List[T], error) {
+func UnionListWithCodec[T any](ctx FunctionContext, name string, c codec.Codec[T]) (state.List[T], error) {
 	return registerList(ctx, name, true, c)
 }
 
@@ -116,7 +116,7 @@ func listKind(union bool) string {
 	return "operator list"
 }
 
-func registerList[T any](ctx contexter, name string, union bool, c codec.Codec[T]) (state.List[T], error) {
+func registerList[T any](ctx FunctionContext, name string, union bool, c codec.Codec[T]) (state.List[T], error) {
 	kind := listKind(union)
 	if c == nil {
 		return nil, fmt.Errorf("%s state %q: nil codec", kind, name)
@@ -236,82 +236,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// redistributeOperatorState returns subtask s's (of par) share of the
-// operator state old, the snapshots of the old subtasks indexed by old
-// subtask, as Flink's RoundRobinOperatorStateRepartitioner does:
-//
-//   - even split: with the same parallelism each subtask gets its own
-//     elements; otherwise the elements of all old subtasks, in subtask
-//     order, are cut into par contiguous chunks of nearly equal size, the
-//     first len%par one element longer, and subtask s gets chunk s;
-//   - union: every subtask gets the elements of all old subtasks, in
-//     subtask order;
-//   - broadcast: every subtask gets one copy, old subtask s%len(old)'s (or
-//     the first old subtask's that has the state).
-//
-// Every state of old appears in the result, possibly empty, so that its
-// mode survives a subtask that has no elements of it.
-func redistributeOperatorState(old []checkpoint.SubtaskState, par, s int) ([]checkpoint.ListState, []checkpoint.BroadcastState) {
-	type list struct {
-		union bool
-		per   [][][]byte // entries by old subtask
-	}
-	lists := map[string]*list{}
-	bcast := map[string][][]checkpoint.MapEntry{}
-	has := map[string][]bool{}
-	for i, st := range old {
-		for _, l := range st.Lists {
-			e := lists[l.Name]
-			if e == nil {
-				e = &list{union: l.Union, per: make([][][]byte, len(old))}
-				lists[l.Name] = e
-			}
-			e.per[i] = append(e.per[i], l.Entries...)
-		}
-		for _, b := range st.Broadcast {
-			if bcast[b.Name] == nil {
-				bcast[b.Name] = make([][]checkpoint.MapEntry, len(old))
-				has[b.Name] = make([]bool, len(old))
-			}
-			bcast[b.Name][i] = b.Entries
-			has[b.Name][i] = true
-		}
-	}
-	var outL []checkpoint.ListState
-	for _, name := range sortedKeys(lists) {
-		e := lists[name]
-		ls := checkpoint.ListState{Name: name, Union: e.union}
-		switch {
-		case e.union:
-			for _, p := range e.per {
-				ls.Entries = append(ls.Entries, p...)
-			}
-		case len(old) == par:
-			ls.Entries = e.per[s]
-		default:
-			var all [][]byte
-			for _, p := range e.per {
-				all = append(all, p...)
-			}
-			base, rem := len(all)/par, len(all)%par
-			start := s*base + min(s, rem)
-			n := base
-			if s < rem {
-				n++
-			}
-			ls.Entries = all[start : start+n : start+n]
-		}
-		outL = append(outL, ls)
-	}
-	var outB []checkpoint.BroadcastState
-	for _, name := range sortedKeys(bcast) {
-		from := s % len(old)
-		if !has[name][from] {
-			from = slices.Index(has[name], true)
-		}
-		outB = append(outB, checkpoint.BroadcastState{Name: name, Entries: bcast[name][from]})
-	}
-	return outL, outB
 }

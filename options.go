@@ -37,14 +37,6 @@ type Options struct {
 	// (Go maps in memory, copy-on-write snapshots) or "pebble" (an LSM tree
 	// on local disk: state larger than memory). Default: "heap".
 	StateBackend string
-	// FilterLoop chooses the loop a filter runs over a batch: "adaptive"
-	// times both now and then and runs the faster (package internal/adapt);
-	// "branch-free" stores every record and counts the kept ones, never
-	// mispredicting a branch; "branching" stores the kept records only,
-	// behind a branch on the filter's answer: faster when the answers
-	// follow a pattern, several times slower when they are random.
-	// Default: "adaptive".
-	FilterLoop string
 	// LocalStateDir is where the pebble backend keeps its working files,
 	// under <LocalStateDir>/<JobID>/proc-<pid>-<random>/: a directory of
 	// each process's own, removed when its job ends (and by a later
@@ -263,9 +255,6 @@ func (o *Options) EnsureDefaults() {
 	if o.StateBackend == "" {
 		o.StateBackend = "heap"
 	}
-	if o.FilterLoop == "" {
-		o.FilterLoop = "adaptive"
-	}
 	if o.Exchange == "" {
 		o.Exchange = os.Getenv("WEIR_EXCHANGE")
 	}
@@ -314,8 +303,6 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("weir: Options.QueueSize is %d; want 1..1024 (0 means 4)", o.QueueSize)
 	case o.StateBackend != "heap" && o.StateBackend != "pebble":
 		return fmt.Errorf("weir: Options.StateBackend is %q; want \"heap\" or \"pebble\"", o.StateBackend)
-	case o.FilterLoop != "adaptive" && o.FilterLoop != "branch-free" && o.FilterLoop != "branching":
-		return fmt.Errorf("weir: Options.FilterLoop is %q; want \"adaptive\", \"branch-free\" or \"branching\" (empty means adaptive)", o.FilterLoop)
 	case o.Exchange != "local" && o.Exchange != "tcp":
 		return fmt.Errorf("weir: Options.Exchange is %q (or WEIR_EXCHANGE); want \"local\" or \"tcp\" (empty means local)", o.Exchange)
 	}

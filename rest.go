@@ -1,185 +1,45 @@
 package weir
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	goruntime "runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/jobmaster"
 	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/metrics/promexport"
 	"github.com/weirstream/weir/internal/rest"
-	iruntime "github.com/weirstream/weir/internal/runtime"
+	"github.com/weirstream/weir/internal/rest/local"
 )
 
 // --- what a job handle knows for the REST API --------------------------------
 
-// maxExceptions bounds the failures a job remembers (newest kept).
-const maxExceptions = 100
-
 // jobInfo is what the REST API and /metrics read about a job besides its
-// checkpoint statistics: identity, graph, status, failures and the
-// current attempt's task metrics. Safe for concurrent use.
+// checkpoint statistics (local.Job: status, failures, task metrics), with
+// the options it runs with.
 type jobInfo struct {
-	id, name  string
-	opts      Options
-	jg        *graph.JobGraph
-	metrics   *metrics.Job
-	submitted time.Time
-
-	mu         sync.Mutex
-	status     rest.JobStatus
-	end        time.Time
-	cancelling bool
-	exceptions []rest.ExceptionInfo // newest first
-	sources    []*iruntime.Task     // the current attempt's source tasks
-	// stopSavepoint is the savepoint the job was stopped with.
-	stopSavepoint string
-}
-
-// stoppedWith records the outcome of a stop with a savepoint.
-func (i *jobInfo) stoppedWith(path string, err error) {
-	if err != nil {
-		return
-	}
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	i.stopSavepoint = path
+	*local.Job
+	opts Options
 }
 
 func newJobInfo(opts Options, name string, jg *graph.JobGraph) *jobInfo {
-	return &jobInfo{id: opts.JobID, name: name, opts: opts, jg: jg,
-		metrics: metrics.NewJob(opts.JobID, name), submitted: time.Now(), status: rest.JobCreated}
-}
-
-// deployed records an attempt's tasks; the job is then RUNNING.
-func (i *jobInfo) deployed(attempt int, tasks []*iruntime.Task) {
-	ms := make([]*metrics.Task, len(tasks))
-	for k, t := range tasks {
-		ms[k] = t.Metrics()
-	}
-	i.metrics.SetTasks(attempt, ms)
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	i.sources = i.sources[:0]
-	for _, t := range tasks {
-		if t.IsSource() {
-			i.sources = append(i.sources, t)
-		}
-	}
-	if !i.status.Terminal() {
-		i.status = rest.JobRunning
-	}
-}
-
-// sourceTasks returns the current attempt's source tasks.
-func (i *jobInfo) sourceTasks() []*iruntime.Task {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	return slices.Clone(i.sources)
-}
-
-// failed records the failure of an attempt (jobmaster.Options.OnFailure).
-func (i *jobInfo) failed(err error, restarting bool) {
-	e := exceptionOf(err, time.Now())
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	i.exceptions = append([]rest.ExceptionInfo{e}, i.exceptions...)
-	if len(i.exceptions) > maxExceptions {
-		i.exceptions = i.exceptions[:maxExceptions]
-	}
-	if restarting {
-		i.status = rest.JobRestarting
-	} else {
-		i.status = rest.JobFailing
-	}
-}
-
-// ended records how the job ended: Run returned err.
-func (i *jobInfo) ended(err error) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	i.end = time.Now()
-	switch {
-	case err == nil:
-		i.status = rest.JobFinished
-	case errors.Is(err, context.Canceled):
-		i.status = rest.JobCanceled
-	default:
-		i.status = rest.JobFailed
-		if len(i.exceptions) == 0 || i.exceptions[0].Message != err.Error() {
-			// A failure outside an attempt (restore, storage): the job's own.
-			i.exceptions = append([]rest.ExceptionInfo{exceptionOf(err, i.end)}, i.exceptions...)
-		}
-	}
-}
-
-func (i *jobInfo) requestCancel() {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if !i.status.Terminal() {
-		i.cancelling = true
-	}
-}
-
-func (i *jobInfo) jobStatus() (rest.JobStatus, time.Time) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.cancelling && !i.status.Terminal() {
-		return rest.JobCancelling, i.end
-	}
-	return i.status, i.end
-}
-
-// exceptionOf describes a failure: the task that failed, the error's type
-// (the innermost cause's) and its text, with the stack for a panic.
-func exceptionOf(err error, at time.Time) rest.ExceptionInfo {
-	e := rest.ExceptionInfo{Time: at, Message: err.Error()}
-	var oe *iruntime.OperatorError
-	if errors.As(err, &oe) {
-		e.Task = fmt.Sprintf("%s (%d/%d)", oe.Operator, oe.Subtask+1, oe.Parallelism)
-	}
-	var pe *iruntime.PanicError
-	if errors.As(err, &pe) {
-		e.Name = "panic"
-		e.Message += "\n\n" + pe.Stack
-		return e
-	}
-	inner := err
-	for {
-		var next error
-		switch u := inner.(type) {
-		case *iruntime.OperatorError:
-			next = u.Err
-		case interface{ Unwrap() error }:
-			next = u.Unwrap()
-		}
-		if next == nil {
-			break
-		}
-		inner = next
-	}
-	e.Name = fmt.Sprintf("%T", inner)
-	return e
+	return &jobInfo{Job: local.NewJob(opts.JobID, name, jg), opts: opts}
 }
 
 // ID returns the job's id (Options.JobID, or the job's name by default).
-func (c *JobClient) ID() string { return c.info.id }
+func (c *JobClient) ID() string { return c.info.ID() }
 
 // Name returns the name the job was executed with.
-func (c *JobClient) Name() string { return c.info.name }
+func (c *JobClient) Name() string { return c.info.Name() }
 
 // --- rest.Job over a JobClient -----------------------------------------------
 
@@ -188,96 +48,26 @@ type restJob struct{ c *JobClient }
 
 var _ rest.Job = restJob{}
 
-func (j restJob) ID() string   { return j.c.info.id }
-func (j restJob) Name() string { return j.c.info.name }
+func (j restJob) ID() string   { return j.c.info.ID() }
+func (j restJob) Name() string { return j.c.info.Name() }
 
 func (j restJob) Status() rest.JobStatus {
-	st, _ := j.c.info.jobStatus()
+	st, _ := j.c.info.Status()
 	return st
 }
 
-func (j restJob) StartTime() time.Time { return j.c.info.submitted }
+func (j restJob) StartTime() time.Time { return j.c.info.StartTime() }
 
 func (j restJob) EndTime() time.Time {
-	_, end := j.c.info.jobStatus()
+	_, end := j.c.info.Status()
 	return end
 }
 
-func (j restJob) Exceptions() []rest.ExceptionInfo {
-	i := j.c.info
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	return slices.Clone(i.exceptions)
-}
+func (j restJob) Exceptions() []rest.ExceptionInfo { return j.c.info.Exceptions() }
 
 // Vertices are the job graph's vertices with the current attempt's figures
 // summed over their subtasks.
-func (j restJob) Vertices() []rest.VertexInfo {
-	i := j.c.info
-	st, end := i.jobStatus()
-	figures := map[string]metrics.Vertex{}
-	for _, v := range i.metrics.Vertices(time.Now()) {
-		figures[v.ID] = v
-	}
-	out := make([]rest.VertexInfo, 0, len(i.jg.Vertices))
-	for _, v := range i.jg.Vertices {
-		id := strconv.Itoa(int(v.ID))
-		vi := rest.VertexInfo{ID: id, Name: v.Name, Parallelism: v.Parallelism,
-			MaxParallelism: i.opts.MaxParallelism, Status: rest.TaskCreated}
-		if m, ok := figures[id]; ok {
-			vi.Status = taskStatus(m.Status)
-			vi.StartTime, vi.EndTime = m.Start, m.End
-			vi.Metrics = rest.IOMetrics{
-				ReadRecords: m.RecordsIn, WriteRecords: m.RecordsOut,
-				BackPressuredTime: m.BackPressured, IdleTime: m.Idle, BusyTime: m.Busy,
-				BytesUnknown: true,
-			}
-			vi.BackPressuredRatio = m.MaxBackPressuredRatio
-			for k, name := range m.Operators {
-				vi.Operators = append(vi.Operators, rest.OperatorRecords{Name: name,
-					ReadRecords: m.OperatorRecordsIn[k], WriteRecords: m.OperatorRecordsOut[k]})
-			}
-		} else if st.Terminal() {
-			vi.Status, vi.EndTime = terminalTaskStatus(st), end
-		}
-		for _, e := range v.Inputs {
-			vi.Inputs = append(vi.Inputs, rest.VertexInput{
-				Source:       strconv.Itoa(int(i.jg.VertexOf[e.From])),
-				ShipStrategy: e.Partitioner.String(),
-			})
-		}
-		out = append(out, vi)
-	}
-	return out
-}
-
-func taskStatus(s metrics.Status) rest.TaskStatus {
-	switch s {
-	case metrics.Initializing:
-		return rest.TaskInitializing
-	case metrics.Running:
-		return rest.TaskRunning
-	case metrics.Finished:
-		return rest.TaskFinished
-	case metrics.Canceled:
-		return rest.TaskCanceled
-	case metrics.Failed:
-		return rest.TaskFailed
-	default:
-		return rest.TaskCreated
-	}
-}
-
-func terminalTaskStatus(st rest.JobStatus) rest.TaskStatus {
-	switch st {
-	case rest.JobFailed:
-		return rest.TaskFailed
-	case rest.JobCanceled:
-		return rest.TaskCanceled
-	default:
-		return rest.TaskFinished
-	}
-}
+func (j restJob) Vertices() []rest.VertexInfo { return j.c.info.Vertices(j.c.info.opts.MaxParallelism) }
 
 func (j restJob) CheckpointConfig() rest.CheckpointConfigInfo {
 	o := j.c.info.opts
@@ -291,8 +81,12 @@ func (j restJob) CheckpointConfig() rest.CheckpointConfigInfo {
 	}
 }
 
-func (j restJob) Checkpoints() (CheckpointSummary, []CheckpointStats) { return j.c.Checkpoints() }
-func (j restJob) Checkpoint(id int64) (CheckpointStats, bool)         { return j.c.Checkpoint(id) }
+// Checkpoints and Checkpoint give the job master's statistics as they are:
+// the REST API renders them itself.
+func (j restJob) Checkpoints() (jobmaster.Summary, []jobmaster.CheckpointStats) {
+	return j.c.jm.Stats()
+}
+func (j restJob) Checkpoint(id int64) (jobmaster.CheckpointStats, bool) { return j.c.jm.Checkpoint(id) }
 
 func (j restJob) TriggerCheckpoint(ctx context.Context) (int64, error) {
 	return j.c.TriggerCheckpoint(ctx)
@@ -314,12 +108,12 @@ func (j restJob) DrainWithSavepoint(ctx context.Context, dir string) (string, er
 var _ rest.Drainer = restJob{}
 
 func (j restJob) Cancel() {
-	j.c.info.requestCancel()
+	j.c.info.RequestCancel()
 	j.c.Cancel()
 }
 
 // Metrics and Checkpoints make a restJob a promexport.Job.
-func (j restJob) Metrics() *metrics.Job { return j.c.info.metrics }
+func (j restJob) Metrics() *metrics.Job { return j.c.info.Metrics() }
 
 var _ promexport.Job = restJob{}
 
@@ -380,61 +174,14 @@ func (m *localJobManager) promJobs() []promexport.Job {
 	return out
 }
 
-// TaskManagers describes the embedded TaskManager: as many slots as the
-// jobs need (a job needs its largest vertex parallelism, as with Flink's
-// slot sharing), those of running jobs in use; the machine's cores and
-// memory.
+// TaskManagers describes the embedded TaskManager (local.TaskManager).
 func (m *localJobManager) TaskManagers() []rest.TaskManagerInfo {
-	slots, used := 0, 0
-	for _, c := range m.clients() {
-		need := 0
-		for _, v := range c.info.jg.Vertices {
-			need = max(need, v.Parallelism)
-		}
-		slots += need
-		if st, _ := c.info.jobStatus(); !st.Terminal() {
-			used += need
-		}
+	cs := m.clients()
+	jobs := make([]*local.Job, len(cs))
+	for i, c := range cs {
+		jobs[i] = c.info.Job
 	}
-	total, free := memoryInfo()
-	return []rest.TaskManagerInfo{{
-		ID: "local", Address: "local", LastHeartbeat: time.Now(),
-		Slots: max(slots, 1), FreeSlots: max(slots, 1) - used,
-		CPUCores: goruntime.NumCPU(), PhysicalMemory: total, FreeMemory: free,
-	}}
-}
-
-// memoryInfo is the machine's physical and available memory in bytes, from
-// /proc/meminfo on Linux; elsewhere the Go runtime's view of this process.
-func memoryInfo() (total, free int64) {
-	f, err := os.Open("/proc/meminfo")
-	if err == nil {
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			name, rest, _ := strings.Cut(sc.Text(), ":")
-			fields := strings.Fields(rest)
-			if len(fields) == 0 {
-				continue
-			}
-			kb, err := strconv.ParseInt(fields[0], 10, 64)
-			if err != nil {
-				continue
-			}
-			switch name {
-			case "MemTotal":
-				total = kb << 10
-			case "MemAvailable":
-				free = kb << 10
-			}
-		}
-		if total > 0 {
-			return total, free
-		}
-	}
-	var ms goruntime.MemStats
-	goruntime.ReadMemStats(&ms)
-	return int64(ms.Sys), int64(ms.Sys - ms.HeapInuse)
+	return []rest.TaskManagerInfo{local.TaskManager(jobs)}
 }
 
 // --- the public server ----------------------------------------------------------

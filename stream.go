@@ -246,7 +246,7 @@ type multiSide []any
 // SideOutput returns the collector through which a process function emits
 // to the side output tag. Call it in Open and keep the collector. When no
 // stream consumes the tag, the collector drops what it receives.
-func SideOutput[X any](ctx contexter, tag OutputTag[X]) (Collector[X], error) {
+func SideOutput[X any](ctx FunctionContext, tag OutputTag[X]) (Collector[X], error) {
 	c := ctx.context()
 	v, ok := c.env.sides[tag.id]
 	if !ok {

@@ -1,13 +1,13 @@
 package weir
 
 import (
-	"container/heap"
 	"errors"
 	"fmt"
 	"math"
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/runtime"
+	"github.com/weirstream/weir/internal/timerqueue"
 )
 
 // TimeDomain says which clock fired a timer.
@@ -73,150 +73,7 @@ type OnTimerFunction[K comparable, OUT any] interface {
 	OnTimer(ctx *OnTimerContext[K], timestamp int64, out Collector[OUT]) error
 }
 
-// --- the queue ---------------------------------------------------------------
-
-// timerID identifies a timer: at most one per (key, namespace, timestamp).
-type timerID[K comparable, N comparable] struct {
-	key K
-	ns  N
-	ts  int64
-}
-
-// timerQueue orders timers by timestamp (then by registration) and finds
-// one by its id for deletion. Pure: no clock, no state.
-type timerQueue[K comparable, N comparable] struct {
-	items []*queuedTimer[K, N]
-	index map[timerID[K, N]]*queuedTimer[K, N]
-	seq   uint64
-}
-
-// queuedTimer knows its position in items: moving a timer in the heap
-// updates it, not the index map.
-type queuedTimer[K comparable, N comparable] struct {
-	id  timerID[K, N]
-	seq uint64
-	pos int
-}
-
-func newTimerQueue[K comparable, N comparable]() *timerQueue[K, N] {
-	return &timerQueue[K, N]{index: make(map[timerID[K, N]]*queuedTimer[K, N])}
-}
-
-// add queues id; it returns false if id is queued already.
-func (q *timerQueue[K, N]) add(id timerID[K, N]) bool {
-	if _, ok := q.index[id]; ok {
-		return false
-	}
-	q.seq++
-	heap.Push(q, &queuedTimer[K, N]{id: id, seq: q.seq})
-	return true
-}
-
-// remove removes id; it returns false if id is not queued.
-func (q *timerQueue[K, N]) remove(id timerID[K, N]) bool {
-	t, ok := q.index[id]
-	if !ok {
-		return false
-	}
-	heap.Remove(q, t.pos)
-	return true
-}
-
-// contains reports whether id is queued.
-func (q *timerQueue[K, N]) contains(id timerID[K, N]) bool {
-	_, ok := q.index[id]
-	return ok
-}
-
-// peek returns the earliest timer.
-func (q *timerQueue[K, N]) peek() (timerID[K, N], bool) {
-	if len(q.items) == 0 {
-		return timerID[K, N]{}, false
-	}
-	return q.items[0].id, true
-}
-
-// popDue removes and returns the earliest timer if its timestamp is at most
-// upTo.
-func (q *timerQueue[K, N]) popDue(upTo int64) (timerID[K, N], bool) {
-	if len(q.items) == 0 || q.items[0].id.ts > upTo {
-		return timerID[K, N]{}, false
-	}
-	return heap.Pop(q).(*queuedTimer[K, N]).id, true
-}
-
-func (q *timerQueue[K, N]) Len() int { return len(q.items) }
-func (q *timerQueue[K, N]) Less(i, j int) bool {
-	a, b := q.items[i], q.items[j]
-	if a.id.ts != b.id.ts {
-		return a.id.ts < b.id.ts
-	}
-	return a.seq < b.seq
-}
-func (q *timerQueue[K, N]) Swap(i, j int) {
-	q.items[i], q.items[j] = q.items[j], q.items[i]
-	q.items[i].pos = i
-	q.items[j].pos = j
-}
-func (q *timerQueue[K, N]) Push(x any) {
-	t := x.(*queuedTimer[K, N])
-	t.pos = len(q.items)
-	q.index[t.id] = t
-	q.items = append(q.items, t)
-}
-func (q *timerQueue[K, N]) Pop() any {
-	last := len(q.items) - 1
-	t := q.items[last]
-	q.items[last] = nil
-	q.items = q.items[:last]
-	delete(q.index, t.id)
-	return t
-}
-
 // --- the internal timer service ------------------------------------------------
-
-// timerNS is the namespace under which a timer is stored in keyed state:
-// its timestamp and the user's namespace.
-type timerNS[N comparable] struct {
-	ts int64
-	ns N
-}
-
-// timerNSCodec encodes a timerNS as the timestamp (8 bytes, ordered) and
-// then the user namespace.
-type timerNSCodec[N comparable] struct{ ns codec.Codec[N] }
-
-func (c timerNSCodec[N]) Append(dst []byte, v timerNS[N]) []byte {
-	dst = codec.Int64().Append(dst, v.ts)
-	return c.ns.Append(dst, v.ns)
-}
-
-func (c timerNSCodec[N]) Decode(src []byte) (timerNS[N], int, error) {
-	ts, n, err := codec.Int64().Decode(src)
-	if err != nil {
-		return timerNS[N]{}, 0, fmt.Errorf("timer timestamp: %w", err)
-	}
-	ns, m, err := c.ns.Decode(src[n:])
-	if err != nil {
-		return timerNS[N]{}, 0, fmt.Errorf("timer namespace: %w", err)
-	}
-	return timerNS[N]{ts: ts, ns: ns}, n + m, nil
-}
-
-// voidNS is the namespace of timers that need none (keyed process
-// functions).
-type voidNS struct{}
-
-type voidCodec struct{}
-
-func (voidCodec) Append(dst []byte, _ voidNS) []byte { return dst }
-func (voidCodec) Decode([]byte) (voidNS, int, error) { return voidNS{}, 0, nil }
-
-// timerStateNames returns the names of the keyed states holding the timers
-// of a service.
-func timerStateNames(suffix string) (event, processing string) {
-	return "_timer_event" + suffix, "_timer_proc" + suffix
-}
 
 // timerCallback receives a fired timer; the keyed backend's current key is
 // the timer's key.
@@ -224,7 +81,7 @@ type timerCallback[K comparable, N comparable] func(key K, ns N, ts int64) error
 
 // internalTimers is the timer service of one keyed operator instance,
 // generic over the namespace N of its timers (a window for window
-// operators, voidNS for process functions). Timers are stored as entries
+// operators, timerqueue.Void for process functions). Timers are stored as entries
 // of two namespaced value states (namespace: timestamp and N), so they are
 // snapshotted and restored by key group with the rest of the keyed state;
 // two queues in memory order them for firing, rebuilt from the states when
@@ -237,10 +94,10 @@ type timerCallback[K comparable, N comparable] func(key K, ns N, ts int64) error
 type internalTimers[K comparable, N comparable] struct {
 	keyed      *keyedEnv[K]
 	pt         *runtime.ProcessingTimers
-	event      *timerQueue[K, N]
-	proc       *timerQueue[K, N]
-	eventState nsValue[K, timerNS[N], bool]
-	procState  nsValue[K, timerNS[N], bool]
+	event      *timerqueue.Queue[K, N]
+	proc       *timerqueue.Queue[K, N]
+	eventState nsValue[K, timerqueue.Namespace[N], bool]
+	procState  nsValue[K, timerqueue.Namespace[N], bool]
 	onEvent    timerCallback[K, N]
 	onProc     timerCallback[K, N]
 	// armed is the earliest time a processing-time callback is registered
@@ -254,45 +111,45 @@ type internalTimers[K comparable, N comparable] struct {
 // that uses event-time timers only. The callbacks run with the timer's key
 // current.
 func newInternalTimers[K comparable, N comparable](keyed *keyedEnv[K], suffix string, nsCodec codec.Codec[N], pt *runtime.ProcessingTimers, onEvent, onProc timerCallback[K, N]) (*internalTimers[K, N], error) {
-	t := &internalTimers[K, N]{keyed: keyed, pt: pt, event: newTimerQueue[K, N](), proc: newTimerQueue[K, N](),
+	t := &internalTimers[K, N]{keyed: keyed, pt: pt, event: timerqueue.New[K, N](), proc: timerqueue.New[K, N](),
 		onEvent: onEvent, onProc: onProc, armed: math.MaxInt64}
-	evName, procName := timerStateNames(suffix)
-	nc := timerNSCodec[N]{ns: nsCodec}
+	evName, procName := timerqueue.StateNames(suffix)
+	nc := timerqueue.NamespaceCodec[N]{NS: nsCodec}
 	var err error
-	if t.eventState, err = newNSValue(keyed.backend, evName, codec.Codec[timerNS[N]](nc), codec.Bool()); err != nil {
+	if t.eventState, err = newNSValue(keyed.backend, evName, codec.Codec[timerqueue.Namespace[N]](nc), codec.Bool()); err != nil {
 		return nil, fmt.Errorf("timers: %w", err)
 	}
-	if t.procState, err = newNSValue(keyed.backend, procName, codec.Codec[timerNS[N]](nc), codec.Bool()); err != nil {
+	if t.procState, err = newNSValue(keyed.backend, procName, codec.Codec[timerqueue.Namespace[N]](nc), codec.Bool()); err != nil {
 		return nil, fmt.Errorf("timers: %w", err)
 	}
 	for k, tn := range t.eventState.Entries() {
-		t.event.add(timerID[K, N]{key: k, ns: tn.ns, ts: tn.ts})
+		t.event.Add(timerqueue.ID[K, N]{Key: k, NS: tn.NS, TS: tn.TS})
 	}
 	for k, tn := range t.procState.Entries() {
-		t.proc.add(timerID[K, N]{key: k, ns: tn.ns, ts: tn.ts})
+		t.proc.Add(timerqueue.ID[K, N]{Key: k, NS: tn.NS, TS: tn.TS})
 	}
-	if head, ok := t.proc.peek(); ok {
+	if head, ok := t.proc.Peek(); ok {
 		if pt == nil {
 			return nil, errors.New("timers: processing-time timers were restored but the operator has no processing-time service")
 		}
-		t.arm(head.ts)
+		t.arm(head.TS)
 	}
 	return t, nil
 }
 
 // RegisterEventTime registers an event-time timer of the current key.
 func (t *internalTimers[K, N]) RegisterEventTime(ns N, ts int64) {
-	id := timerID[K, N]{key: t.keyed.backend.CurrentKey(), ns: ns, ts: ts}
-	if t.event.add(id) {
-		t.eventState.SetCurrentNamespace(timerNS[N]{ts: ts, ns: ns})
+	id := timerqueue.ID[K, N]{Key: t.keyed.backend.CurrentKey(), NS: ns, TS: ts}
+	if t.event.Add(id) {
+		t.eventState.SetCurrentNamespace(timerqueue.Namespace[N]{TS: ts, NS: ns})
 		t.eventState.Update(true)
 	}
 }
 
 // DeleteEventTime deletes an event-time timer of the current key.
 func (t *internalTimers[K, N]) DeleteEventTime(ns N, ts int64) {
-	if t.event.remove(timerID[K, N]{key: t.keyed.backend.CurrentKey(), ns: ns, ts: ts}) {
-		t.eventState.SetCurrentNamespace(timerNS[N]{ts: ts, ns: ns})
+	if t.event.Remove(timerqueue.ID[K, N]{Key: t.keyed.backend.CurrentKey(), NS: ns, TS: ts}) {
+		t.eventState.SetCurrentNamespace(timerqueue.Namespace[N]{TS: ts, NS: ns})
 		t.eventState.Clear()
 	}
 }
@@ -303,9 +160,9 @@ func (t *internalTimers[K, N]) RegisterProcessingTime(ns N, ts int64) {
 	if t.pt == nil {
 		runtime.Fail(errors.New("processing-time timers are not available to this operator"))
 	}
-	id := timerID[K, N]{key: t.keyed.backend.CurrentKey(), ns: ns, ts: ts}
-	if t.proc.add(id) {
-		t.procState.SetCurrentNamespace(timerNS[N]{ts: ts, ns: ns})
+	id := timerqueue.ID[K, N]{Key: t.keyed.backend.CurrentKey(), NS: ns, TS: ts}
+	if t.proc.Add(id) {
+		t.procState.SetCurrentNamespace(timerqueue.Namespace[N]{TS: ts, NS: ns})
 		t.procState.Update(true)
 		t.arm(ts)
 	}
@@ -314,8 +171,8 @@ func (t *internalTimers[K, N]) RegisterProcessingTime(ns N, ts int64) {
 // DeleteProcessingTime deletes a processing-time timer of the current key.
 // The callback registered for it, if any, finds nothing to fire.
 func (t *internalTimers[K, N]) DeleteProcessingTime(ns N, ts int64) {
-	if t.proc.remove(timerID[K, N]{key: t.keyed.backend.CurrentKey(), ns: ns, ts: ts}) {
-		t.procState.SetCurrentNamespace(timerNS[N]{ts: ts, ns: ns})
+	if t.proc.Remove(timerqueue.ID[K, N]{Key: t.keyed.backend.CurrentKey(), NS: ns, TS: ts}) {
+		t.procState.SetCurrentNamespace(timerqueue.Namespace[N]{TS: ts, NS: ns})
 		t.procState.Clear()
 	}
 }
@@ -328,14 +185,14 @@ func (t *internalTimers[K, N]) NumProcessingTimers() int { return t.proc.Len() }
 // before wm, including those the callbacks register at or before wm.
 func (t *internalTimers[K, N]) AdvanceWatermark(wm int64) error {
 	for {
-		id, ok := t.event.popDue(wm)
+		id, ok := t.event.PopDue(wm)
 		if !ok {
 			return nil
 		}
-		t.keyed.setKey(id.key)
-		t.eventState.SetCurrentNamespace(timerNS[N]{ts: id.ts, ns: id.ns})
+		t.keyed.setKey(id.Key)
+		t.eventState.SetCurrentNamespace(timerqueue.Namespace[N]{TS: id.TS, NS: id.NS})
 		t.eventState.Clear()
-		if err := t.onEvent(id.key, id.ns, id.ts); err != nil {
+		if err := t.onEvent(id.Key, id.NS, id.TS); err != nil {
 			return err
 		}
 	}
@@ -361,19 +218,19 @@ func (t *internalTimers[K, N]) fireProcessing(now int64) error {
 	env := t.keyed.env
 	env.cursor.Current = env.index
 	for {
-		id, ok := t.proc.popDue(now)
+		id, ok := t.proc.PopDue(now)
 		if !ok {
 			break
 		}
-		t.keyed.setKey(id.key)
-		t.procState.SetCurrentNamespace(timerNS[N]{ts: id.ts, ns: id.ns})
+		t.keyed.setKey(id.Key)
+		t.procState.SetCurrentNamespace(timerqueue.Namespace[N]{TS: id.TS, NS: id.NS})
 		t.procState.Clear()
-		if err := t.onProc(id.key, id.ns, id.ts); err != nil {
+		if err := t.onProc(id.Key, id.NS, id.TS); err != nil {
 			return err
 		}
 	}
-	if head, ok := t.proc.peek(); ok {
-		t.arm(head.ts)
+	if head, ok := t.proc.Peek(); ok {
+		t.arm(head.TS)
 	}
 	return nil
 }
@@ -390,7 +247,7 @@ type keyedTimers[K comparable, OUT any] struct {
 	procColl collector[OUT]          // no timestamp, for processing-time timers
 	noTS     int64
 	pt       *runtime.ProcessingTimers
-	svc      *internalTimers[K, voidNS]
+	svc      *internalTimers[K, timerqueue.Void]
 	tctx     OnTimerContext[K]
 }
 
@@ -419,11 +276,11 @@ func (k *keyedTimers[K, OUT]) open() error {
 	return err
 }
 
-func (k *keyedTimers[K, OUT]) service() (*internalTimers[K, voidNS], error) {
+func (k *keyedTimers[K, OUT]) service() (*internalTimers[K, timerqueue.Void], error) {
 	if k.svc != nil {
 		return k.svc, nil
 	}
-	svc, err := newInternalTimers(k.ctx.keyed, "", codec.Codec[voidNS](voidCodec{}), k.pt, k.fire(EventTime), k.fire(ProcessingTime))
+	svc, err := newInternalTimers(k.ctx.keyed, "", codec.Codec[timerqueue.Void](timerqueue.VoidCodec{}), k.pt, k.fire(EventTime), k.fire(ProcessingTime))
 	if err != nil {
 		return nil, err
 	}
@@ -431,7 +288,7 @@ func (k *keyedTimers[K, OUT]) service() (*internalTimers[K, voidNS], error) {
 	return svc, nil
 }
 
-func (k *keyedTimers[K, OUT]) mustService() *internalTimers[K, voidNS] {
+func (k *keyedTimers[K, OUT]) mustService() *internalTimers[K, timerqueue.Void] {
 	svc, err := k.service()
 	if err != nil {
 		runtime.Fail(err)
@@ -439,8 +296,8 @@ func (k *keyedTimers[K, OUT]) mustService() *internalTimers[K, voidNS] {
 	return svc
 }
 
-func (k *keyedTimers[K, OUT]) fire(domain TimeDomain) timerCallback[K, voidNS] {
-	return func(_ K, _ voidNS, ts int64) error {
+func (k *keyedTimers[K, OUT]) fire(domain TimeDomain) timerCallback[K, timerqueue.Void] {
+	return func(_ K, _ timerqueue.Void, ts int64) error {
 		if k.fn == nil {
 			return nil
 		}
@@ -468,21 +325,20 @@ func (k *keyedTimers[K, OUT]) ProcessWatermark(wm int64) error {
 func (k *keyedTimers[K, OUT]) CurrentProcessingTime() int64 { return k.pt.Now() }
 func (k *keyedTimers[K, OUT]) CurrentWatermark() int64      { return k.ctx.CurrentWatermark() }
 func (k *keyedTimers[K, OUT]) RegisterEventTimeTimer(ts int64) {
-	k.mustService().RegisterEventTime(voidNS{}, ts)
+	k.mustService().RegisterEventTime(timerqueue.Void{}, ts)
 }
 func (k *keyedTimers[K, OUT]) RegisterProcessingTimeTimer(ts int64) {
-	k.mustService().RegisterProcessingTime(voidNS{}, ts)
+	k.mustService().RegisterProcessingTime(timerqueue.Void{}, ts)
 }
 func (k *keyedTimers[K, OUT]) DeleteEventTimeTimer(ts int64) {
-	k.mustService().DeleteEventTime(voidNS{}, ts)
+	k.mustService().DeleteEventTime(timerqueue.Void{}, ts)
 }
 func (k *keyedTimers[K, OUT]) DeleteProcessingTimeTimer(ts int64) {
-	k.mustService().DeleteProcessingTime(voidNS{}, ts)
+	k.mustService().DeleteProcessingTime(timerqueue.Void{}, ts)
 }
 
 var (
-	_ TimerService                 = (*keyedTimers[string, int])(nil)
-	_ runtime.WatermarkHandler     = (*keyedTimers[string, int])(nil)
-	_ runtime.WatermarkEmitter     = (*keyedTimers[string, int])(nil)
-	_ codec.Codec[timerNS[voidNS]] = timerNSCodec[voidNS]{}
+	_ TimerService             = (*keyedTimers[string, int])(nil)
+	_ runtime.WatermarkHandler = (*keyedTimers[string, int])(nil)
+	_ runtime.WatermarkEmitter = (*keyedTimers[string, int])(nil)
 )

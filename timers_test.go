@@ -227,6 +227,9 @@ type procTimers struct {
 
 func (f *procTimers) ProcessElement(ctx *weir.KeyedContext[string], e procEvent, _ weir.Collector[string]) error {
 	ts := ctx.TimerService().CurrentProcessingTime() + e.After.Milliseconds()
+	// One function value serves every subtask: reg is shared.
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if e.Del {
 		ctx.TimerService().DeleteProcessingTimeTimer(f.reg[e.Key])
 		return nil

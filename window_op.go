@@ -3,7 +3,6 @@ package weir
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/weirstream/weir/codec"
@@ -124,6 +123,7 @@ type windowConfig[K comparable, T any, W Window] struct {
 // that merges survive a restore. Everything runs on the task goroutine.
 type windowOp[K comparable, T any, W Window, R, OUT any] struct {
 	cfg      *windowConfig[K, T, W]
+	cleanup  window.Cleanup // when a window's state goes (cfg's time and lateness)
 	env      *opEnv
 	ctx      *KeyedContext[K]
 	wctx     WindowContext[K, W]
@@ -153,7 +153,8 @@ type windowOp[K comparable, T any, W Window, R, OUT any] struct {
 
 func newWindowOp[K comparable, T any, W Window, R, OUT any](env *opEnv, cfg *windowConfig[K, T, W], fn any, mk contentsFactory[K, W, T, R],
 	emit func(ctx *WindowContext[K, W], r R, out Collector[OUT]) error, out runtime.Output[OUT]) *windowOp[K, T, W, R, OUT] {
-	o := &windowOp[K, T, W, R, OUT]{cfg: cfg, env: env, fn: fn, mk: mk, emit: emit}
+	o := &windowOp[K, T, W, R, OUT]{cfg: cfg, env: env, fn: fn, mk: mk, emit: emit,
+		cleanup: window.Cleanup{EventTime: cfg.eventTime, Lateness: cfg.lateness}}
 	o.ctx = &KeyedContext[K]{Context: Context{env: env}, keyed: newKeyedEnv(env, cfg.codec)}
 	o.wctx.KeyedContext = o.ctx
 	o.coll = newCollector(out, &o.ctx.ts, env)
@@ -234,13 +235,11 @@ func (o *windowOp[K, T, W, R, OUT]) CurrentProcessingTime() int64 { return o.pt.
 
 func (o *windowOp[K, T, W, R, OUT]) watermark() int64 { return o.env.cursor.Watermark }
 
-func (o *windowOp[K, T, W, R, OUT]) cleanupTime(w W) int64 {
-	return window.CleanupTime(w.MaxTimestamp(), o.cfg.lateness)
-}
+func (o *windowOp[K, T, W, R, OUT]) cleanupTime(w W) int64 { return o.cleanup.Time(w.MaxTimestamp()) }
 
 // isWindowLate reports whether w's state is gone already (event time).
 func (o *windowOp[K, T, W, R, OUT]) isWindowLate(w W) bool {
-	return o.cfg.eventTime && o.cleanupTime(w) <= o.watermark()
+	return o.cleanup.Gone(w.MaxTimestamp(), o.watermark())
 }
 
 func (o *windowOp[K, T, W, R, OUT]) Emit(rec T, ts int64) {
@@ -272,9 +271,8 @@ func (o *windowOp[K, T, W, R, OUT]) Emit(rec T, ts int64) {
 		o.apply(w, o.cfg.trigger.OnElement(rec, ts, w, &o.tctx))
 		o.registerCleanup(w)
 	}
-	if !added && o.cfg.eventTime && ts <= o.watermark()-o.cfg.lateness {
-		// Late beyond the allowed lateness (Flink: ts + lateness <=
-		// watermark).
+	if !added && o.cleanup.Dropped(ts, o.watermark()) {
+		// Late beyond the allowed lateness.
 		if o.late != nil {
 			o.ctx.ts = ts
 			o.late.Collect(rec)
@@ -300,10 +298,10 @@ func (o *windowOp[K, T, W, R, OUT]) apply(w W, r TriggerResult) {
 }
 
 func (o *windowOp[K, T, W, R, OUT]) registerCleanup(w W) {
-	t := o.cleanupTime(w)
-	if t == math.MaxInt64 {
+	if !o.cleanup.NeedsTimer(w.MaxTimestamp()) {
 		return // the global window: kept for good
 	}
+	t := o.cleanupTime(w)
 	if o.cfg.eventTime {
 		o.timers.RegisterEventTime(w, t)
 	} else {
@@ -332,9 +330,7 @@ func (o *windowOp[K, T, W, R, OUT]) mergeInto(nw W) (W, bool) {
 	if o.isWindowLate(result) {
 		return result, false
 	}
-	merged = slices.DeleteFunc(merged, func(m W) bool { return m == result })
-	cur = slices.DeleteFunc(cur, func(w W) bool { return w == result || slices.Contains(merged, w) })
-	o.sets[key] = append(cur, result)
+	o.sets[key], merged = window.MergeSet(cur, result, merged)
 	if len(merged) > 0 {
 		var count int64
 		for _, m := range merged {
@@ -394,7 +390,7 @@ func (o *windowOp[K, T, W, R, OUT]) onEventTime(_ K, w W, ts int64) error {
 	o.contents.setWindow(w)
 	o.tctx.window = w
 	o.apply(w, o.cfg.trigger.OnEventTime(ts, w, &o.tctx))
-	if o.cfg.eventTime && ts == o.cleanupTime(w) {
+	if o.cleanup.IsCleanupTimer(true, ts, w.MaxTimestamp()) {
 		o.clearAll(w)
 	}
 	return nil
@@ -407,7 +403,7 @@ func (o *windowOp[K, T, W, R, OUT]) onProcessingTime(_ K, w W, ts int64) error {
 	o.contents.setWindow(w)
 	o.tctx.window = w
 	o.apply(w, o.cfg.trigger.OnProcessingTime(ts, w, &o.tctx))
-	if !o.cfg.eventTime && ts == o.cleanupTime(w) {
+	if o.cleanup.IsCleanupTimer(false, ts, w.MaxTimestamp()) {
 		o.clearAll(w)
 	}
 	return nil

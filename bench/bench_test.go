@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/internal/adapt"
 )
 
 // The benchmarks do a fixed amount of work per iteration and time the weir
@@ -26,7 +27,7 @@ import (
 var (
 	statelessRecords = flag.Int64("stateless.records", 30_000_000, "records of BenchmarkStatelessChain")
 	statelessRounds  = flag.Int("stateless.rounds", 5, "runs of each side per iteration of BenchmarkStatelessChain; the fastest counts")
-	statelessLoop    = flag.String("stateless.filterloop", "", "weir Options.FilterLoop of BenchmarkStatelessChain (empty: adaptive)")
+	statelessLoop    = flag.String("stateless.filterloop", "", "the filter loop of BenchmarkStatelessChain: branch-free or branching (adapt.ForceFilterLoop; empty: adaptive)")
 	keyedRecords     = flag.Int64("keyed.records", 50_000_000, "records of BenchmarkKeyedCount")
 	keyedRounds      = flag.Int("keyed.rounds", 1, "runs of each side per iteration of BenchmarkKeyedCount; the fastest counts")
 	keyedKeys        = flag.Int64("keyed.keys", 1_000_000, "distinct keys of BenchmarkKeyedCount")
@@ -125,7 +126,9 @@ func BenchmarkStatelessChain(b *testing.B) {
 			checkSum(b, "indirect baseline", got, want)
 			indirect.run(d)
 			opts := jobOptions(1)
-			opts.FilterLoop = *statelessLoop
+			if err := adapt.ForceFilterLoop(*statelessLoop); err != nil {
+				b.Fatal(err)
+			}
 			got, d = timed(b, func() (int64, error) { return RunStateless(context.Background(), n, opts) })
 			checkSum(b, "stateless chain", got, want)
 			job.run(d)
@@ -268,7 +271,7 @@ func BenchmarkBackpressureMemory(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
-// BenchmarkFilterLoop runs a lone filter with each Options.FilterLoop on
+// BenchmarkFilterLoop runs a lone filter with each loop (adapt.ForceFilterLoop) on
 // answers with a pattern (NotFifth) and on random ones (RandomHalf): the
 // adaptive loop should run about as fast as the better fixed one on each.
 func BenchmarkFilterLoop(b *testing.B) {

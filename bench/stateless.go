@@ -5,6 +5,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/connectors/datagen"
+	"github.com/weirstream/weir/internal/adapt"
 )
 
 // Scale is the map function of the stateless chain.
@@ -95,10 +96,15 @@ func RandomHalf(v int64) bool {
 }
 
 // RunFilterLoop runs source → filter(keep) → sink over 0..n-1 with
-// parallelism 1 and Options.FilterLoop loop, and returns the sum of what
-// was kept.
+// parallelism 1 and the filter's loop forced to loop
+// (adapt.ForceFilterLoop, adaptive again afterwards), and returns the sum
+// of what was kept.
 func RunFilterLoop(ctx context.Context, n int64, keep func(int64) bool, loop string) (int64, error) {
-	env := weir.NewEnvironment(weir.Options{Parallelism: 1, FilterLoop: loop})
+	if err := adapt.ForceFilterLoop(loop); err != nil {
+		return 0, err
+	}
+	defer adapt.ForceFilterLoop("")
+	env := weir.NewEnvironment(weir.Options{Parallelism: 1})
 	sink := new(SumSink)
 	env.FromSource("numbers", datagen.Sequence(0, n-1)).Filter("keep", keep).SinkTo("sum", sink)
 	if err := env.Execute(ctx, "bench-filter-loop"); err != nil {

@@ -23,7 +23,6 @@ import (
 	"github.com/weirstream/weir/connectors/datagen"
 	"github.com/weirstream/weir/connectors/file"
 	"github.com/weirstream/weir/examples/wordcount"
-	"github.com/weirstream/weir/internal/jobmaster"
 	"github.com/weirstream/weir/internal/storage"
 )
 
@@ -357,7 +356,7 @@ func reportSavepoints(job *weir.JobClient, w io.Writer) <-chan struct{} {
 	report := func() {
 		_, history := job.Checkpoints()
 		for _, c := range history {
-			if c.Savepoint && c.Status == jobmaster.Completed && !seen[c.ID] {
+			if c.Savepoint && c.Status == weir.CheckpointCompleted && !seen[c.ID] {
 				seen[c.ID] = true
 				fmt.Fprintf(w, "weir: savepoint %d completed: %s\n", c.ID, c.Path)
 			}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/connectors/collect"
-	"github.com/weirstream/weir/internal/jobmaster"
 	"github.com/weirstream/weir/internal/storage"
 )
 
@@ -101,7 +100,7 @@ func TestJobWatchRestoreEveryCheckpointRescaled(t *testing.T) {
 	_, hist := job.Checkpoints()
 	var paths []string
 	for _, h := range hist {
-		if h.Status == jobmaster.Completed {
+		if h.Status == weir.CheckpointCompleted {
 			paths = append(paths, filepath.Join(cpDir, h.Path))
 		}
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connectors/collect"
-	"github.com/weirstream/weir/internal/jobmaster"
 	"github.com/weirstream/weir/internal/storage"
 	"github.com/weirstream/weir/internal/testutil/kafkatest"
 )
@@ -191,7 +190,7 @@ func TestJobDiscoveryRestoreEveryCheckpointRescaled(t *testing.T) {
 	_, hist := job.Checkpoints()
 	var paths []string
 	for _, h := range hist {
-		if h.Status == jobmaster.Completed {
+		if h.Status == weir.CheckpointCompleted {
 			paths = append(paths, filepath.Join(dir, h.Path))
 		}
 	}

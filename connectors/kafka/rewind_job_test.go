@@ -10,7 +10,6 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/connectors/collect"
-	"github.com/weirstream/weir/internal/jobmaster"
 	"github.com/weirstream/weir/internal/storage"
 )
 
@@ -49,7 +48,7 @@ func TestJobSourceRewindFromEveryCheckpoint(t *testing.T) {
 	_, hist := job.Checkpoints()
 	var paths []string
 	for _, h := range hist {
-		if h.Status == jobmaster.Completed {
+		if h.Status == weir.CheckpointCompleted {
 			paths = append(paths, filepath.Join(dir, h.Path))
 		}
 	}

@@ -378,3 +378,16 @@ func TestTextMarshaling(t *testing.T) {
 		t.Fatalf("UnmarshalText of a bad spec = %v, want ErrInvalidSpec", err)
 	}
 }
+
+func TestVetoable(t *testing.T) {
+	v := &Vetoable{Strategy: &FixedDelay{opts: FixedDelayOptions{Attempts: 5, Delay: time.Second}}}
+	if ok, d := v.OnFailure(time.Time{}); !ok || d != time.Second {
+		t.Fatalf("before the veto: OnFailure = %v, %v; want true, 1s (the wrapped strategy's)", ok, d)
+	}
+	v.Veto()
+	for range 3 {
+		if ok, d := v.OnFailure(time.Time{}); ok || d != 0 {
+			t.Fatalf("after the veto: OnFailure = %v, %v; want false, 0", ok, d)
+		}
+	}
+}

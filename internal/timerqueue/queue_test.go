@@ -1,4 +1,4 @@
-package weir
+package timerqueue
 
 import (
 	"fmt"
@@ -30,7 +30,7 @@ func TestTimerQueue(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			q := newTimerQueue[string, string]()
+			q := New[string, string]()
 			var got []string
 			fields := strings.Fields(tt.script)
 			for i := 0; i < len(fields); i++ {
@@ -41,27 +41,27 @@ func TestTimerQueue(t *testing.T) {
 					fmt.Sscan(fields[i], &upTo)
 					var fired []string
 					for {
-						id, ok := q.popDue(upTo)
+						id, ok := q.PopDue(upTo)
 						if !ok {
 							break
 						}
-						fired = append(fired, fmt.Sprintf("%s@%d", id.key, id.ts))
+						fired = append(fired, fmt.Sprintf("%s@%d", id.Key, id.TS))
 					}
 					got = append(got, fmt.Sprintf("pop%d[%s]", upTo, strings.Join(fired, " ")))
 					continue
 				}
-				var id timerID[string, string]
+				var id ID[string, string]
 				body := f[1:]
 				at := strings.LastIndexByte(body, '@')
 				kn := strings.SplitN(body[:at], "/", 2)
-				id.key, id.ns = kn[0], kn[1]
-				fmt.Sscan(body[at+1:], &id.ts)
+				id.Key, id.NS = kn[0], kn[1]
+				fmt.Sscan(body[at+1:], &id.TS)
 				switch {
-				case f[0] == '+' && q.add(id):
+				case f[0] == '+' && q.Add(id):
 					got = append(got, "+")
 				case f[0] == '+':
 					got = append(got, "dup")
-				case q.remove(id):
+				case q.Remove(id):
 					got = append(got, "-")
 				default:
 					got = append(got, "absent")
@@ -70,8 +70,8 @@ func TestTimerQueue(t *testing.T) {
 			if s := strings.Join(got, " "); s != tt.want {
 				t.Fatalf("got  %s\nwant %s", s, tt.want)
 			}
-			if len(q.index) != q.Len() {
-				t.Fatalf("index has %d entries, queue %d", len(q.index), q.Len())
+			if len(q.h.index) != q.Len() {
+				t.Fatalf("index has %d entries, queue %d", len(q.h.index), q.Len())
 			}
 		})
 	}
@@ -81,26 +81,26 @@ func TestTimerQueue(t *testing.T) {
 // interleavings of adds and removes: the popped order is sorted and holds
 // exactly the timers not removed.
 func TestTimerQueueManyRemovals(t *testing.T) {
-	q := newTimerQueue[int, voidNS]()
+	q := New[int, Void]()
 	want := map[int64]bool{}
 	for i := range 2000 {
 		ts := int64((i * 7919) % 1000)
-		id := timerID[int, voidNS]{key: i % 13, ts: ts}
+		id := ID[int, Void]{Key: i % 13, TS: ts}
 		if i%3 == 0 {
-			q.remove(id)
+			q.Remove(id)
 			delete(want, ts*100+int64(i%13))
 			continue
 		}
-		q.add(id)
+		q.Add(id)
 		want[ts*100+int64(i%13)] = true
 	}
 	var got []int64
 	for {
-		id, ok := q.popDue(1 << 40)
+		id, ok := q.PopDue(1 << 40)
 		if !ok {
 			break
 		}
-		got = append(got, id.ts*100+int64(id.key))
+		got = append(got, id.TS*100+int64(id.Key))
 	}
 	if !slices.IsSortedFunc(got, func(a, b int64) int { return int(a/100 - b/100) }) {
 		t.Fatalf("popped out of timestamp order")
@@ -118,8 +118,8 @@ func TestTimerQueueManyRemovals(t *testing.T) {
 // TestTimerNamespaceCodec: the stored namespace of a timer round-trips and
 // rejects truncated input.
 func TestTimerNamespaceCodec(t *testing.T) {
-	c := timerNSCodec[string]{ns: codec.String()}
-	for _, v := range []timerNS[string]{{ts: 0, ns: ""}, {ts: -1, ns: "w"}, {ts: 1 << 62, ns: "window[0,10)"}} {
+	c := NamespaceCodec[string]{NS: codec.String()}
+	for _, v := range []Namespace[string]{{TS: 0, NS: ""}, {TS: -1, NS: "w"}, {TS: 1 << 62, NS: "window[0,10)"}} {
 		b := c.Append(nil, v)
 		got, n, err := c.Decode(b)
 		if err != nil || n != len(b) || got != v {
