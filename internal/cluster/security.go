@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/subtle"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -15,6 +13,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/weirstream/weir/internal/network"
 )
 
 // TLSFiles names the PEM files of mutual TLS on the control plane. Every
@@ -35,25 +35,8 @@ func (f *TLSFiles) config() (*tls.Config, error) {
 	if f.CertFile == "" || f.KeyFile == "" || f.CAFile == "" {
 		return nil, fmt.Errorf("control-plane TLS needs a certificate, its key and a CA file (got certificate %q, key %q, CA %q)", f.CertFile, f.KeyFile, f.CAFile)
 	}
-	cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("control-plane TLS: load certificate %s and key %s: %w", f.CertFile, f.KeyFile, err)
-	}
-	pem, err := os.ReadFile(f.CAFile)
-	if err != nil {
-		return nil, fmt.Errorf("control-plane TLS: read CA file: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("control-plane TLS: CA file %s holds no PEM certificate", f.CAFile)
-	}
-	return &tls.Config{
-		Certificates: []tls.Certificate{cert},
-		RootCAs:      pool,
-		ClientCAs:    pool,
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		MinVersion:   tls.VersionTLS13,
-	}, nil
+	nf := network.TLSFiles{CertFile: f.CertFile, KeyFile: f.KeyFile, CAFile: f.CAFile}
+	return nf.Load("control-plane TLS")
 }
 
 // IsLoopback reports whether host (of a host:port address) is reachable

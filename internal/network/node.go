@@ -89,7 +89,7 @@ func New(opts Options) (*Node, error) {
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.done = n.ctx.Done()
 	if opts.TLS != nil {
-		conf, err := opts.TLS.load()
+		conf, err := opts.TLS.Load("network TLS")
 		if err != nil {
 			return nil, err
 		}

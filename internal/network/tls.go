@@ -19,19 +19,21 @@ type TLSFiles struct {
 	CAFile string
 }
 
-// load reads the files into a tls.Config for both roles.
-func (f *TLSFiles) load() (*tls.Config, error) {
+// Load reads the files into a mutual-TLS config for both roles (TLS 1.3,
+// client certificates required and verified against CAFile). Errors start
+// with what ("network TLS", "control-plane TLS").
+func (f *TLSFiles) Load(what string) (*tls.Config, error) {
 	cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
 	if err != nil {
-		return nil, fmt.Errorf("network TLS: load certificate %s and key %s: %w", f.CertFile, f.KeyFile, err)
+		return nil, fmt.Errorf("%s: load certificate %s and key %s: %w", what, f.CertFile, f.KeyFile, err)
 	}
 	pem, err := os.ReadFile(f.CAFile)
 	if err != nil {
-		return nil, fmt.Errorf("network TLS: read CA file: %w", err)
+		return nil, fmt.Errorf("%s: read CA file: %w", what, err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("network TLS: CA file %s holds no PEM certificate", f.CAFile)
+		return nil, fmt.Errorf("%s: CA file %s holds no PEM certificate", what, f.CAFile)
 	}
 	return &tls.Config{
 		Certificates: []tls.Certificate{cert},
