@@ -251,7 +251,7 @@ func (bc *buildCtx) deploy(e *Environment) ([]*runtime.Task, error) {
 	if bc.err != nil {
 		return nil, bc.err
 	}
-	if err := bc.checkChannelCoverage(); err != nil {
+	if err := bc.checkChannelCoverage(e.edges); err != nil {
 		return nil, err
 	}
 	for _, n := range e.nodes {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/runtime"
 	"github.com/weirstream/weir/internal/storage"
 )
@@ -114,18 +115,15 @@ func restoredRecords[T any](bc *buildCtx, cd codec.Codec[T], k channelKey) ([]T,
 
 // setupChannelState decides whether e keeps channel state and checks that a
 // restored one fits the job. It runs in createChannels, before any writer
-// or input of e is built.
+// or input of e is built. A restored state taken at other parallelisms of
+// the edge's ends is redistributed (rescaleChannelState).
 func (e *typedEdge[T]) setupChannelState(bc *buildCtx, prod, cons int) {
 	rc := bc.channels()
 	name := e.edgeName()
 	p0, c0, restored := rc.hasEdge(name)
+	e.rescaled, e.rescaledRecs, e.rescaledTS = false, nil, nil
 	if restored {
 		rc.used[name] = true
-		if p0 != prod || c0 != cons {
-			bc.fail(fmt.Errorf("checkpoint %s is unaligned and holds records in flight on edge %s, taken at parallelism %d -> %d; the job now has %d -> %d, and weir cannot redistribute channel state yet: restore at the old parallelism, or rescale from a savepoint (savepoints are aligned)",
-				bc.restore.Dir, e.describe(), p0, c0, prod, cons))
-			return
-		}
 	}
 	if !bc.opts.Checkpointing.Unaligned && !restored {
 		return
@@ -136,6 +134,50 @@ func (e *typedEdge[T]) setupChannelState(bc *buildCtx, prod, cons int) {
 		return
 	}
 	e.stateCodec = cd
+	if restored && (p0 != prod || c0 != cons) {
+		e.rescaleChannelState(bc, p0, c0, prod, cons)
+	}
+}
+
+// rescaleChannelState deals the restored channel state of e, taken at
+// parallelism p0 -> c0, to the consumers at prod -> cons: every record of
+// it (input and output state alike) is replayed by the consumer it goes
+// to, as input state, before that consumer reads anything new; producers
+// replay nothing.
+func (e *typedEdge[T]) rescaleChannelState(bc *buildCtx, p0, c0, prod, cons int) {
+	rc := bc.channels()
+	name := e.edgeName()
+	var keys []channelKey
+	for k := range rc.byKey {
+		if k.edge == name {
+			keys = append(keys, k)
+		}
+	}
+	var chans []runtime.RestoredChannel[T]
+	for _, k := range keys {
+		recs, ts, err := restoredRecords(bc, e.stateCodec, k)
+		if err != nil {
+			bc.fail(err)
+			return
+		}
+		chans = append(chans, runtime.RestoredChannel[T]{Handle: rc.byKey[k].handle, Recs: recs, TS: ts})
+	}
+	rule := runtime.RescaleRule[T]{Edge: e.describe(), Partitioner: e.part, Consumers: cons, MaxParallelism: bc.opts.MaxParallelism}
+	if e.part == graph.Hash {
+		rule.KeyGroup = e.keyGroup(bc.opts.MaxParallelism)
+	}
+	recs, ts, err := runtime.RedistributeChannelState(chans, rule)
+	if err != nil {
+		bc.fail(fmt.Errorf("checkpoint %s: %w", bc.restore.Dir, err))
+		return
+	}
+	e.rescaled, e.rescaledRecs, e.rescaledTS = true, recs, ts
+	n := 0
+	for _, r := range recs {
+		n += len(r)
+	}
+	bc.logger.Info("unaligned checkpoint restored at another parallelism: records in flight redistributed",
+		"edge", name, "from", fmt.Sprintf("%d->%d", p0, c0), "to", fmt.Sprintf("%d->%d", prod, cons), "partitioner", e.part.String(), "records", n)
 }
 
 // writerChannelState gives producer s's writer its channel state.
@@ -150,6 +192,9 @@ func (e *typedEdge[T]) writerChannelState(bc *buildCtx, w *runtime.RecordWriter[
 	var tss [][]int64
 	for i, c := range consumers {
 		handles[i] = runtime.ChannelStateHandleFor(name, s, prod, c, cons, true)
+		if e.rescaled {
+			continue // its consumers replay it (rescaleChannelState)
+		}
 		r, ts, err := restoredRecords(bc, e.stateCodec, channelKey{name, true, s, c})
 		if err != nil {
 			bc.fail(err)
@@ -166,26 +211,37 @@ func (e *typedEdge[T]) writerChannelState(bc *buildCtx, w *runtime.RecordWriter[
 }
 
 // inputChannelState gives consumer c's input from producer p its channel
-// state.
+// state. When the edge was rescaled, the first input of each consumer
+// replays all that was dealt to it.
 func (e *typedEdge[T]) inputChannelState(bc *buildCtx, in *runtime.Input[T], p, c int) {
 	if e.stateCodec == nil {
 		return
 	}
 	prod, cons := bc.parallelism(e.from), bc.parallelism(e.to.target())
 	name := e.edgeName()
+	h := runtime.ChannelStateHandleFor(name, p, prod, c, cons, false)
+	if e.rescaled {
+		recs, ts := e.rescaledRecs[c], e.rescaledTS[c]
+		e.rescaledRecs[c], e.rescaledTS[c] = nil, nil
+		in.SetChannelState(e.stateCodec, h, recs, ts)
+		return
+	}
 	recs, ts, err := restoredRecords(bc, e.stateCodec, channelKey{name, false, p, c})
 	if err != nil {
 		bc.fail(err)
 		return
 	}
-	in.SetChannelState(e.stateCodec, runtime.ChannelStateHandleFor(name, p, prod, c, cons, false), recs, ts)
+	in.SetChannelState(e.stateCodec, h, recs, ts)
 }
 
 // checkChannelCoverage fails a restore whose channel state belongs to edges
 // the job no longer has (unless Options.AllowNonRestoredState): those
-// records would be lost.
-func (bc *buildCtx) checkChannelCoverage() error {
-	if bc.restore == nil || bc.opts.AllowNonRestoredState {
+// records would be lost. An edge the job still has but now chains (its
+// ends in one task, where no channel is left to replay the records into)
+// is refused whatever AllowNonRestoredState says: its operators' state
+// is restored, and dropping the records in between would lose them.
+func (bc *buildCtx) checkChannelCoverage(edges []edge) error {
+	if bc.restore == nil {
 		return nil
 	}
 	rc := bc.channels()
@@ -199,6 +255,20 @@ func (bc *buildCtx) checkChannelCoverage() error {
 		return nil
 	}
 	sort.Strings(lost)
+	for _, name := range lost {
+		for _, ed := range edges {
+			c := ed.common()
+			if c.edgeName() != name {
+				continue
+			}
+			p0, c0, _ := rc.hasEdge(name)
+			return fmt.Errorf("checkpoint %s is unaligned and holds records in flight on edge %s, taken at parallelism %d -> %d; in this job the edge is chained (both ends at parallelism %d, forward), so there is no channel to replay them into: give the two operators different parallelisms, call DisableChaining on the consumer, or restore at the old parallelism",
+				bc.restore.Dir, c.describe(), p0, c0, bc.parallelism(c.from))
+		}
+	}
+	if bc.opts.AllowNonRestoredState {
+		return nil
+	}
 	return fmt.Errorf("checkpoint %s is unaligned and holds records in flight on edge %s, which this job does not have: give the operators their old uids, or set Options.AllowNonRestoredState to drop those records",
 		bc.restore.Dir, lost[0])
 }

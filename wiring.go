@@ -101,6 +101,11 @@ type typedEdge[T any] struct {
 	// stateCodec encodes the channel state of unaligned checkpoints; nil
 	// when the edge keeps none (unaligned.go).
 	stateCodec codec.Codec[T]
+	// rescaled: the restored channel state was taken at other
+	// parallelisms; rescaledRecs[c] is what consumer c replays.
+	rescaled     bool
+	rescaledRecs [][]T
+	rescaledTS   [][]int64
 }
 
 func connectPort[T any](p *port[T], to consumer[T], input int, part graph.Partitioner, partSet bool, keyGroup func(int) func(T) int) {

@@ -65,6 +65,9 @@ type Event struct {
 	// AlignedTimeoutMs > 0: the barrier is aligned, and a task still
 	// aligning it that long after Timestamp switches to unaligned.
 	AlignedTimeoutMs int64
+	// slot, on an aligned barrier with a timeout queued for one target,
+	// tells its producer that the consumer took it (channelstate.go).
+	slot *barrierSlot
 }
 
 // envelope is one element of a channel's queue: a batch of records, or an
@@ -121,6 +124,13 @@ func NewChannel[T any](capacity int, doorbell chan struct{}, stats *ChannelStats
 // is closed and reports false. It returns how long it waited (0 when the
 // queue had room: the clock is read only on the backpressured path).
 func (c *Channel[T]) send(env envelope[T], done <-chan struct{}) (waited int64, ok bool) {
+	waited, ok, _ = c.sendOrWake(env, done, nil)
+	return waited, ok
+}
+
+// sendOrWake is send that also gives up, without sending (woke), when wake
+// is closed while it waits.
+func (c *Channel[T]) sendOrWake(env envelope[T], done, wake <-chan struct{}) (waited int64, ok, woke bool) {
 	select {
 	case c.queue <- env:
 	default:
@@ -128,16 +138,21 @@ func (c *Channel[T]) send(env envelope[T], done <-chan struct{}) (waited int64, 
 		select {
 		case c.queue <- env:
 		case <-done:
-			return 0, false
+			return 0, false, false
+		case <-wake:
+			woke = true
 		}
 		waited = int64(time.Since(start))
 		c.stats.BackpressuredNanos.Add(waited)
+		if woke {
+			return waited, true, true
+		}
 	}
 	select {
 	case c.doorbell <- struct{}{}:
 	default:
 	}
-	return waited, true
+	return waited, true, false
 }
 
 // batch returns an empty batch with room for n records, recycled if possible.
@@ -214,6 +229,9 @@ func (in *Input[T]) Poll() (Event, bool, bool) {
 	select {
 	case env := <-in.ch.queue:
 		if env.recs == nil {
+			if env.ev.slot != nil {
+				env.ev.slot.taken()
+			}
 			return env.ev, true, true
 		}
 		if in.rec != nil && in.rec.enabled {

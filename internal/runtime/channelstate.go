@@ -1,11 +1,16 @@
 package runtime
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/graph"
 )
 
 // Channel state is what an unaligned checkpoint stores besides operator
@@ -284,3 +289,320 @@ var (
 	_ ChannelStateInput  = (*Input[int])(nil)
 	_ ChannelStateWriter = (*RecordWriter[int])(nil)
 )
+
+// RestoredChannel is the restored state of one channel of an edge, decoded:
+// the input or output state of the channel from producer Handle.Producer
+// to consumer Handle.Consumer, at the parallelisms Handle.Producers and
+// Handle.Consumers of the checkpoint.
+type RestoredChannel[T any] struct {
+	Handle checkpoint.ChannelStateHandle
+	Recs   []T
+	TS     []int64 // nil, or one per record
+}
+
+// RescaleRule says how the records in flight on an edge go to the
+// consumers of a job restored at another parallelism.
+type RescaleRule[T any] struct {
+	// Edge names the edge in errors.
+	Edge string
+	// Partitioner is the edge's partitioner in the new job.
+	Partitioner graph.Partitioner
+	// Consumers is the new parallelism of the consumer (>= 1).
+	Consumers int
+	// KeyGroup and MaxParallelism place a record of a Hash edge: it goes
+	// to the subtask that owns its key group at the new parallelism, as
+	// the writer would send it (and as the keyed state is restored).
+	KeyGroup       func(T) int
+	MaxParallelism int
+}
+
+// RedistributeChannelState deals the channel state of one edge, taken at
+// other parallelisms, to the consumers of the new job: recs[c] and ts[c]
+// (one timestamp per record) are what consumer c replays as its input
+// state before it reads anything new. Nothing is lost and, but for
+// Broadcast, nothing is repeated:
+//
+//   - Hash: each record goes to the owner of its key group;
+//   - Broadcast: new consumer c gets the records of old consumer
+//     c % old consumers, whose copy of the broadcast state it restores
+//     (internal/opstate); the channels of old consumers no new one maps
+//     to are dropped with their copies of the state;
+//   - Rebalance and Forward: round-robin, record by record.
+//
+// The channels are taken in the order producer, consumer, input state
+// before output state: within a channel the records keep the order of the
+// original stream (a channel delivered its input state, then the
+// producer's output state).
+func RedistributeChannelState[T any](chans []RestoredChannel[T], r RescaleRule[T]) (recs [][]T, ts [][]int64, err error) {
+	if r.Consumers < 1 {
+		return nil, nil, fmt.Errorf("channel state of edge %s: %d consumers, want >= 1", r.Edge, r.Consumers)
+	}
+	if r.Partitioner == graph.Hash && (r.KeyGroup == nil || r.MaxParallelism < r.Consumers) {
+		return nil, nil, fmt.Errorf("channel state of edge %s: a hash edge needs a key group function and a max parallelism >= %d (got %d)", r.Edge, r.Consumers, r.MaxParallelism)
+	}
+	sorted := slices.Clone(chans)
+	slices.SortStableFunc(sorted, func(a, b RestoredChannel[T]) int {
+		return cmp.Or(cmp.Compare(a.Handle.Producer, b.Handle.Producer), cmp.Compare(a.Handle.Consumer, b.Handle.Consumer),
+			cmp.Compare(b2i(a.Handle.Output), b2i(b.Handle.Output)))
+	})
+	recs, ts = make([][]T, r.Consumers), make([][]int64, r.Consumers)
+	next := 0
+	for _, ch := range sorted {
+		if ch.TS != nil && len(ch.TS) != len(ch.Recs) {
+			return nil, nil, fmt.Errorf("channel state of edge %s: channel %d->%d has %d records and %d timestamps", r.Edge, ch.Handle.Producer, ch.Handle.Consumer, len(ch.Recs), len(ch.TS))
+		}
+		if r.Partitioner == graph.Broadcast && ch.Handle.Consumers < 1 {
+			return nil, nil, fmt.Errorf("channel state of edge %s: channel %d->%d was taken at %d consumers, want >= 1", r.Edge, ch.Handle.Producer, ch.Handle.Consumer, ch.Handle.Consumers)
+		}
+		for i, rec := range ch.Recs {
+			t := NoTimestamp
+			if ch.TS != nil {
+				t = ch.TS[i]
+			}
+			switch r.Partitioner {
+			case graph.Hash:
+				kg := r.KeyGroup(rec)
+				if kg < 0 || kg >= r.MaxParallelism {
+					return nil, nil, fmt.Errorf("channel state of edge %s: a record's key group is %d, want 0..%d", r.Edge, kg, r.MaxParallelism-1)
+				}
+				c := kg * r.Consumers / r.MaxParallelism
+				recs[c], ts[c] = append(recs[c], rec), append(ts[c], t)
+			case graph.Broadcast:
+				for c := ch.Handle.Consumer; c < r.Consumers; c += ch.Handle.Consumers {
+					recs[c], ts[c] = append(recs[c], rec), append(ts[c], t)
+				}
+			default:
+				c := next
+				next = (next + 1) % r.Consumers
+				recs[c], ts[c] = append(recs[c], rec), append(ts[c], t)
+			}
+		}
+	}
+	return recs, ts, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Producer-side timeout conversion (Flink's aligned-checkpoint-timeout at
+// the output): a task forwarding an aligned barrier that has a timeout
+// announces it ahead of the data and queues it behind the data for each
+// target (SendTimed). Until the consumer takes it from the queue, the
+// barrier may still be converted: once the checkpoint is AlignedTimeout
+// old (counted from its trigger time), the writer moves it to the head of
+// the queue as an unaligned barrier, and the batches it overtook become
+// output channel state of the producer's checkpoint, whose asynchronous
+// part waits (TimedBarrier.Done) until every target's barrier was either
+// taken or converted. The conversion runs on the producer's task
+// goroutine: in its loop (ConvertDue) and while a send waits for queue
+// space, which is where a backpressured producer spends its time.
+
+// TimedBarrier is an aligned barrier with a timeout queued by one writer
+// for each of its targets.
+type TimedBarrier struct {
+	id    int64
+	due   chan struct{} // closed at the deadline (by a timer)
+	timer *time.Timer
+	slots []barrierSlot
+	left  atomic.Int32  // slots not resolved yet
+	done  chan struct{} // closed once every slot is resolved
+}
+
+// barrierSlot is the barrier of one target.
+type barrierSlot struct {
+	tb    *TimedBarrier
+	state atomic.Int32 // slotQueued, slotTaken or slotConverted
+	data  ChannelData  // the output state of a conversion; nil for none
+}
+
+const (
+	slotQueued int32 = iota
+	slotTaken
+	slotConverted
+)
+
+func newTimedBarrier(id int64, deadline time.Time, targets int) *TimedBarrier {
+	tb := &TimedBarrier{id: id, due: make(chan struct{}), slots: make([]barrierSlot, targets), done: make(chan struct{})}
+	for i := range tb.slots {
+		tb.slots[i].tb = tb
+	}
+	tb.left.Store(int32(targets))
+	if targets == 0 {
+		close(tb.done)
+	}
+	tb.timer = time.AfterFunc(time.Until(deadline), func() { close(tb.due) })
+	return tb
+}
+
+// resolve moves the slot out of slotQueued; only the first call counts.
+func (s *barrierSlot) resolve(to int32, data ChannelData) {
+	if !s.state.CompareAndSwap(slotQueued, to) {
+		return
+	}
+	s.data = data
+	if s.tb.left.Add(-1) == 0 {
+		s.tb.timer.Stop()
+		close(s.tb.done)
+	}
+}
+
+// taken is called by the consumer when it takes the barrier from the
+// queue: it can no longer be converted.
+func (s *barrierSlot) taken() { s.resolve(slotTaken, nil) }
+
+// Done is closed once the barrier of every target was taken by its
+// consumer or converted.
+func (tb *TimedBarrier) Done() <-chan struct{} { return tb.done }
+
+// Due is closed at the barrier's deadline.
+func (tb *TimedBarrier) Due() <-chan struct{} { return tb.due }
+
+// Converted returns, once Done is closed, the output channel state of the
+// conversions and whether any target's barrier was converted.
+func (tb *TimedBarrier) Converted() (out []ChannelData, converted bool) {
+	for i := range tb.slots {
+		s := &tb.slots[i]
+		if s.state.Load() == slotConverted {
+			converted = true
+			if s.data != nil {
+				out = append(out, s.data)
+			}
+		}
+	}
+	return out, converted
+}
+
+// TimedWriter is implemented by writers that can convert an aligned
+// barrier at its timeout (RecordWriter with SetChannelState). Every
+// method runs on the task goroutine.
+type TimedWriter interface {
+	// SendTimed flushes and sends ev, an aligned barrier whose timeout
+	// passes at deadline, to every target behind the queued data.
+	SendTimed(ev Event, deadline time.Time) *TimedBarrier
+	// ConvertDue converts the barriers still queued if their deadline
+	// passed, and reports whether the writer still waits for one.
+	ConvertDue() (pending bool)
+	// Due is closed when the barrier is due for conversion; nil when the
+	// writer has none to convert.
+	Due() <-chan struct{}
+}
+
+// SendTimed implements TimedWriter. Without SetChannelState it is
+// Broadcast and returns nil: the barrier stays aligned.
+func (w *RecordWriter[T]) SendTimed(ev Event, deadline time.Time) *TimedBarrier {
+	if w.codec == nil {
+		w.Broadcast(ev)
+		return nil
+	}
+	tb := newTimedBarrier(ev.ID, deadline, len(w.targets))
+	w.timed, w.timedEv, w.timedSent, w.timedConverted = tb, ev, 0, false
+	for i := range w.targets {
+		w.flush(i) // may convert, when the deadline passes while it waits
+		if w.timedConverted {
+			w.convertUnsent(i)
+			w.timedSent++
+			continue
+		}
+		e := ev
+		e.slot = &tb.slots[i]
+		waited, ok, woke := w.targets[i].sendOrWake(envelope[T]{ev: e}, w.done, tb.due)
+		w.sent(waited, ok)
+		if woke { // the deadline passed with the barrier in hand
+			w.convertAll()
+			w.convertUnsent(i)
+		}
+		w.timedSent++
+	}
+	if w.timedConverted {
+		w.timed = nil
+	}
+	return tb
+}
+
+// ConvertDue implements TimedWriter.
+func (w *RecordWriter[T]) ConvertDue() bool {
+	tb := w.timed
+	if tb == nil {
+		return false
+	}
+	if !w.timedConverted {
+		select {
+		case <-tb.done:
+		case <-tb.due:
+			w.convertAll()
+		default:
+			return true
+		}
+	}
+	w.timed = nil
+	return false
+}
+
+// convertAll converts the barriers sent and still queued: each goes to
+// the head of its queue as an unaligned barrier, and the batches before it
+// are its target's output state. A barrier not found in its queue was
+// taken by the consumer.
+func (w *RecordWriter[T]) convertAll() {
+	tb := w.timed
+	if tb == nil || w.timedConverted {
+		return
+	}
+	w.timedConverted = true // the sends below wait without converting
+	for i := range w.timedSent {
+		s := &tb.slots[i]
+		if s.state.Load() != slotQueued {
+			continue
+		}
+		queued := w.drain(i)
+		at := slices.IndexFunc(queued, func(env envelope[T]) bool { return env.recs == nil && env.ev.slot == s })
+		if at < 0 {
+			s.resolve(slotTaken, nil)
+			for _, env := range queued {
+				w.send(i, env)
+			}
+			continue
+		}
+		ev := queued[at].ev
+		w.sendConverted(i, ev, queued[:at], queued[at+1:])
+	}
+}
+
+// convertUnsent sends target i's barrier, not sent yet, converted: ahead of
+// everything queued for i, which is its output state.
+func (w *RecordWriter[T]) convertUnsent(i int) {
+	w.sendConverted(i, w.timedEv, w.drain(i), nil)
+}
+
+// sendConverted sends ev as the unaligned barrier of target i, then before
+// (the batches it overtook: their copies are i's output state) and after.
+func (w *RecordWriter[T]) sendConverted(i int, ev Event, before, after []envelope[T]) {
+	rec := &channelRecorder[T]{codec: w.codec, handle: w.handles[i]}
+	for _, env := range before {
+		if env.recs != nil {
+			rec.appendCopy(env.recs, env.ts)
+		}
+	}
+	w.timed.slots[i].resolve(slotConverted, rec.take())
+	ev.slot, ev.Unaligned, ev.AlignedTimeoutMs = nil, true, 0
+	w.send(i, envelope[T]{ev: ev})
+	for _, env := range before {
+		w.send(i, env)
+	}
+	for _, env := range after {
+		w.send(i, env)
+	}
+}
+
+// Due implements TimedWriter.
+func (w *RecordWriter[T]) Due() <-chan struct{} {
+	if w.timed == nil || w.timedConverted {
+		return nil
+	}
+	return w.timed.due
+}
+
+var _ TimedWriter = (*RecordWriter[int])(nil)

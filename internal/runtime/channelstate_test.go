@@ -3,7 +3,9 @@ package runtime
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/checkpoint"
@@ -103,3 +105,277 @@ func TestInputRecording(t *testing.T) {
 type collectOutput struct{ recs *[]int }
 
 func (o collectOutput) Emit(r int, _ int64) { *o.recs = append(*o.recs, r) }
+
+// TestRedistributeChannelState: the records in flight of an edge taken at
+// other parallelisms go to the new consumers by key group (Hash), by
+// copy of the old consumer (Broadcast), round-robin otherwise; within an
+// old channel they keep their order, input state before output state;
+// nothing is lost; bad input is refused naming the edge.
+func TestRedistributeChannelState(t *testing.T) {
+	h := func(p, c, ps, cs int, out bool) checkpoint.ChannelStateHandle {
+		return ChannelStateHandleFor("a->b/0", p, ps, c, cs, out)
+	}
+	// Two producers, two consumers: records are 100*producer + 10*consumer
+	// + i, the output state's i from 5 on; timestamps are the record.
+	var chans []RestoredChannel[int]
+	for p := range 2 {
+		for c := range 2 {
+			for _, out := range []bool{true, false} { // listed output first: the sort puts input first
+				var recs []int
+				var ts []int64
+				first := 0
+				if out {
+					first = 5
+				}
+				for i := first; i < first+3; i++ {
+					recs, ts = append(recs, 100*p+10*c+i), append(ts, int64(100*p+10*c+i))
+				}
+				chans = append(chans, RestoredChannel[int]{Handle: h(p, c, 2, 2, out), Recs: recs, TS: ts})
+			}
+		}
+	}
+	all := 0
+	for _, ch := range chans {
+		all += len(ch.Recs)
+	}
+	const maxPar = 8
+	kg := func(r int) int { return r % maxPar }
+	for _, tt := range []struct {
+		name string
+		rule RescaleRule[int]
+		want [][]int
+	}{
+		{"hash to 3", RescaleRule[int]{Partitioner: graph.Hash, Consumers: 3, KeyGroup: kg, MaxParallelism: maxPar}, [][]int{
+			{0, 1, 2, 10, 16, 17, 105, 106, 112},
+			{5, 11, 12, 100, 101, 107, 115, 116, 117},
+			{6, 7, 15, 102, 110, 111},
+		}},
+		{"hash to 1", RescaleRule[int]{Partitioner: graph.Hash, Consumers: 1, KeyGroup: kg, MaxParallelism: maxPar}, [][]int{
+			{0, 1, 2, 5, 6, 7, 10, 11, 12, 15, 16, 17, 100, 101, 102, 105, 106, 107, 110, 111, 112, 115, 116, 117},
+		}},
+		{"rebalance to 3", RescaleRule[int]{Partitioner: graph.Rebalance, Consumers: 3}, [][]int{
+			{0, 5, 10, 15, 100, 105, 110, 115},
+			{1, 6, 11, 16, 101, 106, 111, 116},
+			{2, 7, 12, 17, 102, 107, 112, 117},
+		}},
+		{"forward to 1", RescaleRule[int]{Partitioner: graph.Forward, Consumers: 1}, [][]int{
+			{0, 1, 2, 5, 6, 7, 10, 11, 12, 15, 16, 17, 100, 101, 102, 105, 106, 107, 110, 111, 112, 115, 116, 117},
+		}},
+		{"broadcast to 3", RescaleRule[int]{Partitioner: graph.Broadcast, Consumers: 3}, [][]int{
+			{0, 1, 2, 5, 6, 7, 100, 101, 102, 105, 106, 107},
+			{10, 11, 12, 15, 16, 17, 110, 111, 112, 115, 116, 117},
+			{0, 1, 2, 5, 6, 7, 100, 101, 102, 105, 106, 107},
+		}},
+		{"broadcast to 1", RescaleRule[int]{Partitioner: graph.Broadcast, Consumers: 1}, [][]int{
+			{0, 1, 2, 5, 6, 7, 100, 101, 102, 105, 106, 107},
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			recs, ts, err := RedistributeChannelState(chans, tt.rule)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(recs) != len(tt.want) || len(ts) != len(tt.want) {
+				t.Fatalf("%d consumers got state, want %d", len(recs), len(tt.want))
+			}
+			n := 0
+			for c := range tt.want {
+				if !slices.Equal(recs[c], tt.want[c]) {
+					t.Errorf("consumer %d got %v, want %v", c, recs[c], tt.want[c])
+				}
+				for i, r := range recs[c] {
+					if ts[c][i] != int64(r) {
+						t.Errorf("consumer %d: record %d has timestamp %d", c, r, ts[c][i])
+					}
+					if tt.rule.Partitioner == graph.Hash && kg(r)*tt.rule.Consumers/maxPar != c {
+						t.Errorf("record %d (key group %d) went to consumer %d, which does not own it", r, kg(r), c)
+					}
+				}
+				n += len(recs[c])
+			}
+			if tt.rule.Partitioner != graph.Broadcast && n != all {
+				t.Errorf("%d records dealt, want all %d", n, all)
+			}
+		})
+	}
+	// Without timestamps a record gets NoTimestamp.
+	recs, ts, err := RedistributeChannelState([]RestoredChannel[int]{{Handle: h(0, 0, 1, 1, false), Recs: []int{1, 2}}}, RescaleRule[int]{Partitioner: graph.Rebalance, Consumers: 1})
+	if err != nil || !slices.Equal(recs[0], []int{1, 2}) || !slices.Equal(ts[0], []int64{NoTimestamp, NoTimestamp}) {
+		t.Fatalf("without timestamps: %v %v %v", recs, ts, err)
+	}
+	for _, tt := range []struct {
+		name  string
+		chans []RestoredChannel[int]
+		rule  RescaleRule[int]
+		want  string
+	}{
+		{"no consumers", chans, RescaleRule[int]{Edge: "e", Partitioner: graph.Rebalance}, "channel state of edge e: 0 consumers"},
+		{"hash without key groups", chans, RescaleRule[int]{Edge: "e", Partitioner: graph.Hash, Consumers: 2}, "a hash edge needs a key group function"},
+		{"key group out of range", chans, RescaleRule[int]{Edge: "e", Partitioner: graph.Hash, Consumers: 2, KeyGroup: func(int) int { return 9 }, MaxParallelism: maxPar}, "key group is 9, want 0..7"},
+		{"timestamps missing", []RestoredChannel[int]{{Handle: h(0, 1, 1, 2, false), Recs: []int{1, 2}, TS: []int64{1}}}, RescaleRule[int]{Edge: "e", Partitioner: graph.Rebalance, Consumers: 2}, "channel 0->1 has 2 records and 1 timestamps"},
+	} {
+		if _, _, err := RedistributeChannelState(tt.chans, tt.rule); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want an error containing %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+// queueOf lists what ch holds, taking it: "kind id [unaligned]" for
+// events, the records for batches.
+func queueOf(ch *Channel[int], n int) []string {
+	var got []string
+	for range n {
+		env := <-ch.queue
+		if env.recs == nil {
+			s := fmt.Sprintf("%s %d", env.ev.Kind, env.ev.ID)
+			if env.ev.Unaligned {
+				s += " unaligned"
+			}
+			if env.ev.slot != nil {
+				env.ev.slot.taken()
+			}
+			got = append(got, s)
+			continue
+		}
+		got = append(got, fmt.Sprint(env.recs))
+	}
+	return got
+}
+
+// TestTimedBarrier: an aligned barrier with a timeout is queued behind the
+// data; taken by the consumer in time it stays aligned and carries no
+// state; still queued at its deadline it is converted (in the task's loop,
+// ConvertDue, or while a send waits for space, with the barrier queued or
+// in hand): it goes to the head of the queue, unaligned, and the batches
+// before it are the output state, those after it stay behind it.
+func TestTimedBarrier(t *testing.T) {
+	c, err := codec.Of[int]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newWriter := func(capacity int) (*RecordWriter[int], *Channel[int]) {
+		ch := NewChannel[int](capacity, make(chan struct{}, 1), nil)
+		w := NewRecordWriter([]*Channel[int]{ch}, WriterOptions[int]{Partitioner: graph.Forward, BatchSize: 2})
+		w.SetChannelState(c, []checkpoint.ChannelStateHandle{ChannelStateHandleFor("a->b/0", 0, 1, 0, 1, true)}, nil, nil)
+		return w, ch
+	}
+	barrier := Event{Kind: Barrier, ID: 3, AlignedTimeoutMs: 50}
+	state := func(tb *TimedBarrier) ([]int, bool) {
+		<-tb.Done()
+		data, converted := tb.Converted()
+		var all []int
+		for _, d := range data {
+			recs, _, err := DecodeChannelRecords(c, d.AppendTo(nil), int64(d.Len()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, recs...)
+		}
+		return all, converted
+	}
+
+	t.Run("taken in time", func(t *testing.T) {
+		w, ch := newWriter(8)
+		for i := range 3 {
+			w.Emit(i, NoTimestamp)
+		}
+		tb := w.SendTimed(barrier, time.Now().Add(time.Hour))
+		w.Emit(9, NoTimestamp)
+		w.Flush()
+		if !w.ConvertDue() {
+			t.Fatal("ConvertDue before the deadline: not pending")
+		}
+		got := queueOf(ch, 4)
+		if want := []string{"[0 1]", "[2]", "barrier 3", "[9]"}; !slices.Equal(got, want) {
+			t.Fatalf("queue %q, want %q", got, want)
+		}
+		if recs, converted := state(tb); converted || recs != nil {
+			t.Fatalf("taken barrier: converted %v, state %v", converted, recs)
+		}
+		if w.ConvertDue() {
+			t.Fatal("ConvertDue after the barrier was taken: still pending")
+		}
+	})
+
+	t.Run("converted in the loop", func(t *testing.T) {
+		w, ch := newWriter(8)
+		for i := range 3 {
+			w.Emit(i, NoTimestamp)
+		}
+		tb := w.SendTimed(barrier, time.Now().Add(10*time.Millisecond))
+		w.Emit(9, NoTimestamp)
+		w.Flush()
+		<-tb.Due()
+		if w.ConvertDue() {
+			t.Fatal("ConvertDue after the deadline: still pending")
+		}
+		got := queueOf(ch, 4)
+		if want := []string{"barrier 3 unaligned", "[0 1]", "[2]", "[9]"}; !slices.Equal(got, want) {
+			t.Fatalf("queue %q, want %q", got, want)
+		}
+		if recs, converted := state(tb); !converted || !slices.Equal(recs, []int{0, 1, 2}) {
+			t.Fatalf("converted barrier: converted %v, state %v; want the 3 records before it", converted, recs)
+		}
+	})
+
+	t.Run("converted while a send waits", func(t *testing.T) {
+		// Room for 2 batches: the barrier is queued behind [0 1], then
+		// [2 3] fills the queue and the send of [4 5] waits past the
+		// deadline; a consumer starts reading only after it.
+		w, ch := newWriter(2)
+		w.Emit(0, NoTimestamp)
+		w.Emit(1, NoTimestamp)
+		tb := w.SendTimed(barrier, time.Now().Add(10*time.Millisecond))
+		got := make(chan []string)
+		go func() {
+			<-tb.Due()
+			time.Sleep(20 * time.Millisecond)
+			got <- queueOf(ch, 4)
+		}()
+		for i := 2; i < 6; i++ {
+			w.Emit(i, NoTimestamp)
+		}
+		if q, want := <-got, []string{"barrier 3 unaligned", "[0 1]", "[2 3]", "[4 5]"}; !slices.Equal(q, want) {
+			t.Fatalf("queue %q, want %q", q, want)
+		}
+		if recs, converted := state(tb); !converted || !slices.Equal(recs, []int{0, 1}) {
+			t.Fatalf("converted barrier: converted %v, state %v; want [0 1]", converted, recs)
+		}
+	})
+
+	t.Run("converted in hand", func(t *testing.T) {
+		// The queue is full when the barrier is sent: it waits in hand
+		// past the deadline, then goes ahead of both batches.
+		w, ch := newWriter(2)
+		for i := range 4 {
+			w.Emit(i, NoTimestamp)
+		}
+		got := make(chan []string)
+		go func() {
+			time.Sleep(40 * time.Millisecond)
+			got <- queueOf(ch, 3)
+		}()
+		tb := w.SendTimed(barrier, time.Now().Add(10*time.Millisecond))
+		if q, want := <-got, []string{"barrier 3 unaligned", "[0 1]", "[2 3]"}; !slices.Equal(q, want) {
+			t.Fatalf("queue %q, want %q", q, want)
+		}
+		if recs, converted := state(tb); !converted || !slices.Equal(recs, []int{0, 1, 2, 3}) {
+			t.Fatalf("converted barrier: converted %v, state %v; want [0 1 2 3]", converted, recs)
+		}
+		if w.ConvertDue() {
+			t.Fatal("ConvertDue after the conversion: still pending")
+		}
+	})
+
+	t.Run("without channel state", func(t *testing.T) {
+		ch := NewChannel[int](8, make(chan struct{}, 1), nil)
+		w := NewRecordWriter([]*Channel[int]{ch}, WriterOptions[int]{Partitioner: graph.Forward, BatchSize: 2})
+		w.Emit(1, NoTimestamp)
+		if tb := w.SendTimed(barrier, time.Now()); tb != nil {
+			t.Fatal("SendTimed without channel state returned a timed barrier")
+		}
+		if got, want := queueOf(ch, 2), []string{"[1]", "barrier 3"}; !slices.Equal(got, want) {
+			t.Fatalf("queue %q, want %q", got, want)
+		}
+	})
+}

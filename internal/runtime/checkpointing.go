@@ -268,9 +268,11 @@ func (t *Task) syncRecording() {
 
 // forward sends barrier b downstream: ahead of the queued data when
 // unaligned (returning the output channel state), behind it otherwise,
-// announced ahead of the data when it has an aligned timeout.
-func (t *Task) forward(b Event, unaligned bool) []ChannelData {
+// announced ahead of the data when it has an aligned timeout (returning
+// the timed barriers, which the writers convert at the timeout).
+func (t *Task) forward(b Event, unaligned bool) ([]ChannelData, []*TimedBarrier) {
 	var out []ChannelData
+	var timed []*TimedBarrier
 	if unaligned {
 		b.Unaligned, b.AlignedTimeoutMs = true, 0
 	}
@@ -281,12 +283,46 @@ func (t *Task) forward(b Event, unaligned bool) []ChannelData {
 			out = append(out, cw.Overtake(b)...)
 		case ok && b.AlignedTimeoutMs > 0:
 			cw.Announce(Event{Kind: BarrierAnnouncement, ID: b.ID, Timestamp: b.Timestamp, Options: b.Options, AlignedTimeoutMs: b.AlignedTimeoutMs})
+			if tw, ok := w.(TimedWriter); ok {
+				if tb := tw.SendTimed(b, time.UnixMilli(b.Timestamp+b.AlignedTimeoutMs)); tb != nil {
+					timed = append(timed, tb)
+					t.timedWriters = append(t.timedWriters, tw)
+				}
+				continue
+			}
 			w.Broadcast(b)
 		default:
 			w.Broadcast(b)
 		}
 	}
-	return out
+	return out, timed
+}
+
+// convertDue lets the writers convert the timed barriers whose deadline
+// passed (channelstate.go).
+func (t *Task) convertDue() {
+	if len(t.timedWriters) == 0 {
+		return
+	}
+	kept := t.timedWriters[:0]
+	for _, w := range t.timedWriters {
+		if w.ConvertDue() {
+			kept = append(kept, w)
+		}
+	}
+	clear(t.timedWriters[len(kept):])
+	t.timedWriters = kept
+}
+
+// timedDue returns a channel closed when a timed barrier of the task's
+// writers is due, nil when there is none.
+func (t *Task) timedDue() <-chan struct{} {
+	for _, w := range t.timedWriters {
+		if c := w.Due(); c != nil {
+			return c
+		}
+	}
+	return nil
 }
 
 // channelStateName names a task's channel state file in a checkpoint
@@ -457,7 +493,7 @@ func (t *Task) performCheckpoint(b Event, firstBarrierAt int64, alignmentMs int6
 	// The synchronous part is the operators' snapshots; forwarding the
 	// barrier (which may wait for queue space under backpressure) is not.
 	syncDur := time.Since(start)
-	outState := t.forward(b, unaligned)
+	outState, timed := t.forward(b, unaligned)
 	var pending *pendingChannels
 	if unaligned && len(t.cfg.Inputs) > 0 {
 		pending = &pendingChannels{id: b.ID, inputs: make(chan []ChannelData, 1), abort: make(chan struct{})}
@@ -506,7 +542,24 @@ func (t *Task) performCheckpoint(b Event, firstBarrierAt int64, alignmentMs int6
 				err = fmt.Errorf("operator %q (subtask %d/%d): asynchronous snapshot: %w", info.Name, t.cfg.Subtask+1, t.cfg.Parallelism, err)
 			}
 		}
-		if unaligned && err == nil {
+		if err == nil && len(timed) > 0 {
+			// Wait until each timed barrier was taken or converted: a
+			// converted one makes the snapshot unaligned, its overtaken
+			// batches output state.
+			for _, tb := range timed {
+				select {
+				case <-tb.Done():
+				case <-a.ctx.Done():
+					return
+				}
+				data, converted := tb.Converted()
+				outState = append(outState, data...)
+				if converted {
+					ack.Unaligned = true
+				}
+			}
+		}
+		if (unaligned || ack.Unaligned) && err == nil {
 			data := outState
 			if pending != nil {
 				select {

@@ -95,6 +95,9 @@ type Task struct {
 	pending *pendingChannels
 	// merger combines the watermarks of the input channels.
 	merger *watermark.Merger
+	// timedWriters are the writers with an aligned barrier they may
+	// still convert at its timeout (channelstate.go).
+	timedWriters []TimedWriter
 }
 
 // NewTask creates a task; it starts nothing until Run.
@@ -307,6 +310,7 @@ func (t *Task) runSource(ctx context.Context) error {
 		if err := t.cfg.Timers.fireDue(); err != nil {
 			return err
 		}
+		t.convertDue()
 		switch status {
 		case connector.MoreAvailable:
 		case connector.NothingAvailable:
@@ -315,6 +319,9 @@ func (t *Task) runSource(ctx context.Context) error {
 			select {
 			case <-src.Available():
 				t.idleFrom(idle)
+			case <-t.timedDue():
+				t.idleFrom(idle)
+				t.convertDue()
 			case m := <-t.mailbox:
 				t.idleFrom(idle)
 				if err := m(); err != nil {
@@ -392,6 +399,10 @@ func (t *Task) waitDrained(ctx context.Context) error {
 	case <-t.cfg.Timers.wait():
 		t.idleFrom(idle)
 		return t.cfg.Timers.fireDue()
+	case <-t.timedDue():
+		t.idleFrom(idle)
+		t.convertDue()
+		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
@@ -420,6 +431,9 @@ func (t *Task) awaitFinalCheckpoint(ctx context.Context) error {
 			if err := t.cfg.Timers.fireDue(); err != nil {
 				return err
 			}
+		case <-t.timedDue():
+			t.idleFrom(idle)
+			t.convertDue()
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}
@@ -561,6 +575,7 @@ func (t *Task) runInputs(ctx context.Context) error {
 		if err := t.alignmentTimeout(); err != nil {
 			return err
 		}
+		t.convertDue()
 		if !progressed {
 			// Idle: send what is buffered so that downstream is not kept
 			// waiting, then sleep until an input, the mailbox, a timer or
@@ -570,6 +585,9 @@ func (t *Task) runInputs(ctx context.Context) error {
 			timeout, stopTimeout := t.alignmentTimer()
 			select {
 			case <-timeout:
+				stopTimeout()
+				t.idleFrom(idle)
+			case <-t.timedDue():
 				stopTimeout()
 				t.idleFrom(idle)
 			case <-t.cfg.Doorbell:

@@ -131,6 +131,14 @@ type RecordWriter[T any] struct {
 	handles     []checkpoint.ChannelStateHandle
 	recovered   [][]T
 	recoveredTS [][]int64
+	// timed is the aligned barrier with a timeout being sent or queued
+	// (SendTimed), nil when none; timedEv is that barrier, timedSent the
+	// targets it was sent to, and timedConverted says it was converted
+	// (channelstate.go).
+	timed          *TimedBarrier
+	timedEv        Event
+	timedSent      int
+	timedConverted bool
 }
 
 // WriterOptions configure a RecordWriter.
@@ -244,8 +252,25 @@ func (w *RecordWriter[T]) flush(i int) {
 	w.send(i, env)
 }
 
+// send sends env to target i, waiting for queue space; a timed barrier
+// whose deadline passes meanwhile is converted (channelstate.go).
 func (w *RecordWriter[T]) send(i int, env envelope[T]) {
-	waited, ok := w.targets[i].send(env, w.done)
+	var wake <-chan struct{}
+	if w.timed != nil && !w.timedConverted {
+		wake = w.timed.due
+	}
+	waited, ok, woke := w.targets[i].sendOrWake(env, w.done, wake)
+	if woke {
+		w.convertAll()
+		w.sent(waited, ok)
+		waited, ok, _ = w.targets[i].sendOrWake(env, w.done, nil)
+	}
+	w.sent(waited, ok)
+}
+
+// sent accounts for a send that waited waited ns; !ok: the task is
+// cancelled.
+func (w *RecordWriter[T]) sent(waited int64, ok bool) {
 	if !ok {
 		panic(errSendCancelled)
 	}
