@@ -110,7 +110,7 @@ func restoredRecords[T any](bc *buildCtx, cd codec.Codec[T], k channelKey) ([]T,
 	if h.Offset < 0 || h.Length < 0 || h.Offset+h.Length > int64(len(b)) {
 		return nil, nil, fmt.Errorf("channel state of edge %s: %w: records at %d+%d of a %d-byte file", k.edge, storage.ErrCorruptState, h.Offset, h.Length, len(b))
 	}
-	return runtime.DecodeChannelRecords(cd, b[h.Offset:h.Offset+h.Length], h.Records)
+	return runtime.DecodeChannelRecords(cd, b[h.Offset:h.Offset+h.Length], h.Records, !h.NoTimestamps)
 }
 
 // setupChannelState decides whether e keeps channel state and checks that a

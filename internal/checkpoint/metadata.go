@@ -117,8 +117,10 @@ type ChannelStateHandle struct {
 	Producers int `json:"producers"`
 	Consumers int `json:"consumers"`
 	// Offset and Length locate the records in the file; each record is its
-	// timestamp (a zig-zag varint) and its encoding by the edge's codec.
-	Offset  int64 `json:"offset"`
+	// timestamp (a zig-zag varint) and its encoding by the edge's codec,
+	// or, with NoTimestamps (no record had one), its encoding alone.
+	NoTimestamps bool  `json:"no_timestamps,omitempty"`
+	Offset       int64 `json:"offset"`
 	Length  int64 `json:"length"`
 	Records int64 `json:"records"`
 }

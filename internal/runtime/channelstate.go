@@ -59,10 +59,23 @@ type channelData[T any] struct {
 	handle checkpoint.ChannelStateHandle
 }
 
-func (d *channelData[T]) Handle() checkpoint.ChannelStateHandle { return d.handle }
-func (d *channelData[T]) Len() int                              { return len(d.recs) }
+// Handle implements ChannelData: NoTimestamps is set when no record has
+// one (their timestamps are then not written).
+func (d *channelData[T]) Handle() checkpoint.ChannelStateHandle {
+	h := d.handle
+	h.NoTimestamps = d.ts == nil
+	return h
+}
+
+func (d *channelData[T]) Len() int { return len(d.recs) }
 
 func (d *channelData[T]) AppendTo(dst []byte) []byte {
+	if d.ts == nil {
+		for _, r := range d.recs {
+			dst = d.codec.Append(dst, r)
+		}
+		return dst
+	}
 	for i, r := range d.recs {
 		dst = binary.AppendVarint(dst, d.ts[i])
 		dst = d.codec.Append(dst, r)
@@ -70,20 +83,25 @@ func (d *channelData[T]) AppendTo(dst []byte) []byte {
 	return dst
 }
 
-// DecodeChannelRecords decodes the records of one channel's state.
-func DecodeChannelRecords[T any](c codec.Codec[T], b []byte, n int64) (recs []T, ts []int64, err error) {
+// DecodeChannelRecords decodes the records of one channel's state;
+// timestamps says they were written with theirs (a handle without
+// NoTimestamps). ts is nil when they were not.
+func DecodeChannelRecords[T any](c codec.Codec[T], b []byte, n int64, timestamps bool) (recs []T, ts []int64, err error) {
 	for off := 0; off < len(b); {
-		t, k := binary.Varint(b[off:])
-		if k <= 0 {
-			return nil, nil, fmt.Errorf("channel state: bad timestamp at byte %d", off)
+		if timestamps {
+			t, k := binary.Varint(b[off:])
+			if k <= 0 {
+				return nil, nil, fmt.Errorf("channel state: bad timestamp at byte %d", off)
+			}
+			off += k
+			ts = append(ts, t)
 		}
-		off += k
 		v, k, err := c.Decode(b[off:])
 		if err != nil {
 			return nil, nil, fmt.Errorf("channel state: record %d: %w", len(recs), err)
 		}
 		off += k
-		recs, ts = append(recs, v), append(ts, t)
+		recs = append(recs, v)
 	}
 	if int64(len(recs)) != n {
 		return nil, nil, fmt.Errorf("channel state: %d records, the handle says %d", len(recs), n)
@@ -91,17 +109,30 @@ func DecodeChannelRecords[T any](c codec.Codec[T], b []byte, n int64) (recs []T,
 	return recs, ts, nil
 }
 
+// grow makes room for n more records.
+func (r *channelRecorder[T]) grow(n int) {
+	r.recs = slices.Grow(r.recs, n)
+}
+
 // appendCopy appends recs (and ts, nil meaning no timestamps) to the
-// recorder.
+// recorder. Its timestamps stay nil until a record has one.
 func (r *channelRecorder[T]) appendCopy(recs []T, ts []int64) {
+	if ts != nil && r.ts == nil {
+		r.ts = make([]int64, len(r.recs), len(r.recs)+len(ts))
+		for i := range r.ts {
+			r.ts[i] = NoTimestamp
+		}
+	}
 	r.recs = append(r.recs, recs...)
-	if ts == nil {
+	switch {
+	case r.ts == nil:
+	case ts == nil:
 		for range recs {
 			r.ts = append(r.ts, NoTimestamp)
 		}
-		return
+	default:
+		r.ts = append(r.ts, ts...)
 	}
-	r.ts = append(r.ts, ts...)
 }
 
 // take returns what was recorded and forgets it.
@@ -231,18 +262,20 @@ func (w *RecordWriter[T]) Overtake(ev Event) []ChannelData {
 	var out []ChannelData
 	for i := range w.targets {
 		queued := w.drain(i)
-		if b := w.bufs[i]; len(b) > 0 {
-			queued = append(queued, envelope[T]{recs: b, ts: w.tss[i]})
-			w.records.Add(int64(len(b)))
-			w.bufs[i], w.tss[i] = nil, nil
-		}
 		rec := &channelRecorder[T]{codec: w.codec, handle: w.handles[i]}
-		w.send(i, envelope[T]{ev: ev})
+		rec.grow(queuedRecords(queued) + len(w.bufs[i]))
+		w.sendPriority(i, envelope[T]{ev: ev})
 		for _, env := range queued {
 			if env.recs != nil {
 				rec.appendCopy(env.recs, env.ts)
 			}
-			w.send(i, env)
+			w.sendPriority(i, env)
+		}
+		// The partly filled batch stays where it is: it goes behind the
+		// barrier when it is full or flushed; its records so far are
+		// output state too.
+		if b := w.bufs[i]; len(b) > 0 {
+			rec.appendCopy(b, w.tss[i])
 		}
 		if d := rec.take(); d != nil {
 			out = append(out, d)
@@ -251,13 +284,22 @@ func (w *RecordWriter[T]) Overtake(ev Event) []ChannelData {
 	return out
 }
 
+// queuedRecords counts the records of envs.
+func queuedRecords[T any](envs []envelope[T]) int {
+	n := 0
+	for _, env := range envs {
+		n += len(env.recs)
+	}
+	return n
+}
+
 // Announce implements ChannelStateWriter.
 func (w *RecordWriter[T]) Announce(ev Event) {
 	for i := range w.targets {
 		queued := w.drain(i)
-		w.send(i, envelope[T]{ev: ev})
+		w.sendPriority(i, envelope[T]{ev: ev})
 		for _, env := range queued {
-			w.send(i, env)
+			w.sendPriority(i, env)
 		}
 	}
 }
@@ -562,7 +604,7 @@ func (w *RecordWriter[T]) convertAll() {
 		if at < 0 {
 			s.resolve(slotTaken, nil)
 			for _, env := range queued {
-				w.send(i, env)
+				w.sendPriority(i, env)
 			}
 			continue
 		}
@@ -581,6 +623,7 @@ func (w *RecordWriter[T]) convertUnsent(i int) {
 // (the batches it overtook: their copies are i's output state) and after.
 func (w *RecordWriter[T]) sendConverted(i int, ev Event, before, after []envelope[T]) {
 	rec := &channelRecorder[T]{codec: w.codec, handle: w.handles[i]}
+	rec.grow(queuedRecords(before))
 	for _, env := range before {
 		if env.recs != nil {
 			rec.appendCopy(env.recs, env.ts)
@@ -588,12 +631,12 @@ func (w *RecordWriter[T]) sendConverted(i int, ev Event, before, after []envelop
 	}
 	w.timed.slots[i].resolve(slotConverted, rec.take())
 	ev.slot, ev.Unaligned, ev.AlignedTimeoutMs = nil, true, 0
-	w.send(i, envelope[T]{ev: ev})
+	w.sendPriority(i, envelope[T]{ev: ev})
 	for _, env := range before {
-		w.send(i, env)
+		w.sendPriority(i, env)
 	}
 	for _, env := range after {
-		w.send(i, env)
+		w.sendPriority(i, env)
 	}
 }
 

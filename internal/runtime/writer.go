@@ -268,6 +268,13 @@ func (w *RecordWriter[T]) send(i int, env envelope[T]) {
 	w.sent(waited, ok)
 }
 
+// sendPriority sends env to target i for an overtaking barrier, an
+// announcement or a conversion: a plain send, which never converts (the
+// caller holds the queue's drained envelopes in hand).
+func (w *RecordWriter[T]) sendPriority(i int, env envelope[T]) {
+	w.sent(w.targets[i].send(env, w.done))
+}
+
 // sent accounts for a send that waited waited ns; !ok: the task is
 // cancelled.
 func (w *RecordWriter[T]) sent(waited int64, ok bool) {
