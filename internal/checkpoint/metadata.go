@@ -121,8 +121,8 @@ type ChannelStateHandle struct {
 	// or, with NoTimestamps (no record had one), its encoding alone.
 	NoTimestamps bool  `json:"no_timestamps,omitempty"`
 	Offset       int64 `json:"offset"`
-	Length  int64 `json:"length"`
-	Records int64 `json:"records"`
+	Length       int64 `json:"length"`
+	Records      int64 `json:"records"`
 }
 
 // Sizes returns the bytes of the full state s refers to (the files of its
