@@ -91,8 +91,8 @@ type ChangelogOptions struct {
 //     is newer than the confirmed one and refers to a materialization at
 //     least as new.
 //   - Local segments go once they are older than the confirmed
-//     materialization's cut and no asynchronous part under way reads
-//     them (one subsumed by a completion included); the segment a failed
+//     materialization's cut and no upload under way reads them (one of a
+//     checkpoint a completion subsumed included); the segment a failed
 //     write left goes at once.
 type ChangelogLedger struct {
 	opts ChangelogOptions
@@ -113,8 +113,8 @@ type ChangelogLedger struct {
 	running    *Materialization // being uploaded in the background (no files yet)
 	// taken holds, for each checkpoint taken and not yet uploaded, known
 	// complete or aborted, what its asynchronous part refers to; inUse,
-	// until its asynchronous part is released, the first segment it reads
-	// (the local segments from there on stay).
+	// until its upload ended or its asynchronous part was released, the
+	// first segment it reads (the local segments from there on stay).
 	taken   map[int64]*taking
 	inUse   map[int64]int64
 	pending map[int64]*clCheckpoint // uploaded, not yet known complete or aborted
@@ -174,16 +174,17 @@ type MaterializationReady struct {
 }
 
 // CheckpointUploaded: checkpoint ID's asynchronous part uploaded what its
-// Refer said: Mat, the files of its synchronous materialization if it
-// took one; Segments, every segment it lists by seq.
+// Refer said (and reads no local file any more): Mat, the files of its
+// synchronous materialization if it took one; Segments, every segment it
+// lists by seq.
 type CheckpointUploaded struct {
 	ID       int64
 	Mat      MatFiles
 	Segments map[int64]File
 }
 
-// SnapshotReleased: checkpoint ID's asynchronous part ended or was
-// abandoned.
+// SnapshotReleased: checkpoint ID's asynchronous part ended (uploaded or
+// failed) or was abandoned.
 type SnapshotReleased struct{ ID int64 }
 
 // CheckpointComplete: checkpoint ID is known complete.
@@ -369,9 +370,9 @@ func (l *ChangelogLedger) Step(e ChangelogEvent) []ChangelogAction {
 		return l.materialized(e)
 	case CheckpointUploaded:
 		l.uploaded(e)
-		return nil
+		return l.doneReading(e.ID)
 	case SnapshotReleased:
-		return l.released(e.ID)
+		return l.doneReading(e.ID)
 	case CheckpointComplete:
 		return l.complete(e.ID)
 	case CheckpointAborted:
@@ -592,9 +593,11 @@ func (l *ChangelogLedger) aborted(id int64) {
 	}
 }
 
-// released is the end of checkpoint id's asynchronous part: the local
-// files it read may go.
-func (l *ChangelogLedger) released(id int64) []ChangelogAction {
+// doneReading is the end of checkpoint id's reading of local files (its
+// upload ended, or its asynchronous part was released: the task releases
+// it on every path but one, an unaligned checkpoint aborted while it waits
+// for its channel state, after the upload): they may go.
+func (l *ChangelogLedger) doneReading(id int64) []ChangelogAction {
 	var out []ChangelogAction
 	if seq, ok := l.syncDir[id]; ok {
 		delete(l.syncDir, id)
