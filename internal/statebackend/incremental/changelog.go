@@ -245,7 +245,8 @@ func (s *changelogState) upload(ctx context.Context, st *checkpoint.SubtaskState
 		add(f)
 	}
 	st.Keyed = append(st.Keyed, h)
-	s.step(snapshot.CheckpointUploaded{ID: p.ID, Mat: mat, Segments: bySeq}) // no action
+	// Its local files may go now: RemoveMaterializationDir, RemoveSegments.
+	s.do(s.step(snapshot.CheckpointUploaded{ID: p.ID, Mat: mat, Segments: bySeq}))
 	return written, nil
 }
 
