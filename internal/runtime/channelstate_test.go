@@ -1,9 +1,12 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -379,4 +382,85 @@ func TestTimedBarrier(t *testing.T) {
 			t.Fatalf("queue %q, want %q", got, want)
 		}
 	})
+}
+
+// releasingOp is an operator whose snapshots count their releases.
+type releasingOp struct {
+	nopOp
+	released atomic.Int64
+}
+
+func (o *releasingOp) Emit(int, int64) {}
+
+func (o *releasingOp) SnapshotState(int64, *BarrierOptions) (OperatorSnapshot, error) {
+	return OperatorSnapshot{Release: func() { o.released.Add(1) }}, nil
+}
+
+// ackLog is a Responder that keeps the acknowledgements.
+type ackLog struct {
+	mu   sync.Mutex
+	acks []TaskAck
+}
+
+func (r *ackLog) Acknowledge(a TaskAck) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.acks = append(r.acks, a)
+}
+func (r *ackLog) SourceRecords(string, int64) {}
+func (r *ackLog) RequestCheckpoint(string)    {}
+func (r *ackLog) SourceFinished(string)       {}
+
+// TestUnalignedAbortReleases: an unaligned snapshot abandoned while its
+// input state is recorded (a cancel marker on the other input) releases
+// what its operators kept for it, and acknowledges nothing more (the
+// task declined already).
+func TestUnalignedAbortReleases(t *testing.T) {
+	c, _ := codec.Of[int]()
+	bell := make(chan struct{}, 1)
+	op := &releasingOp{}
+	var chans []*Channel[int]
+	var inputs []InputChannel
+	for p := range 2 {
+		ch := NewChannel[int](4, bell, nil)
+		in := NewInput[int](ch, op, nil)
+		in.SetChannelState(c, ChannelStateHandleFor("a->b/0", p, 2, 0, 1, false), nil, nil)
+		chans, inputs = append(chans, ch), append(inputs, in)
+	}
+	resp := &ackLog{}
+	task := NewTask(TaskConfig{Name: "t", Parallelism: 1, Doorbell: bell, Inputs: inputs, InputGate: []int{0, 0},
+		Chain:         []Chained{{Name: "op", Op: op}},
+		Checkpointing: &CheckpointConfig{Mode: checkpoint.ExactlyOnce, Responder: resp, Operators: []OperatorInfo{{UID: "op", Name: "op"}}}})
+	done := make(chan error, 1)
+	go func() { done <- task.Run(context.Background()) }()
+	send := func(ch *Channel[int], env envelope[int]) {
+		ch.queue <- env
+		select {
+		case bell <- struct{}{}:
+		default:
+		}
+	}
+	send(chans[0], envelope[int]{ev: Event{Kind: Barrier, ID: 1, Unaligned: true}})
+	send(chans[1], envelope[int]{recs: []int{1, 2}})
+	send(chans[1], envelope[int]{ev: Event{Kind: CancelBarrier, ID: 1}})
+	deadline := time.Now().Add(10 * time.Second)
+	for op.released.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	for _, ch := range chans {
+		send(ch, envelope[int]{ev: Event{Kind: EndOfPartition}})
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := op.released.Load(); n != 1 {
+		t.Fatalf("the abandoned snapshot was released %d times, want once", n)
+	}
+	resp.mu.Lock()
+	defer resp.mu.Unlock()
+	for _, a := range resp.acks {
+		if a.Err == nil {
+			t.Fatalf("an abandoned unaligned snapshot was acknowledged: %+v", a)
+		}
+	}
 }

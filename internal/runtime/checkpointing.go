@@ -522,6 +522,25 @@ func (t *Task) performCheckpoint(b Event, firstBarrierAt int64, alignmentMs int6
 		t.async = &asyncSnapshots{ctx: ctx, cancel: cancel}
 	}
 	a := t.async
+	// release lets the operators drop what they kept for the asynchronous
+	// part, on the task goroutine; it runs however that part ends (an
+	// abandoned unaligned snapshot too, so that nothing it kept stays).
+	release := func() {
+		var releases []func()
+		for _, s := range releasesAll {
+			if s.Release != nil {
+				releases = append(releases, s.Release)
+			}
+		}
+		if len(releases) > 0 {
+			t.postQuietly(func() error {
+				for _, r := range releases {
+					r()
+				}
+				return nil
+			})
+		}
+	}
 	a.wg.Go(func() {
 		asyncStart := time.Now()
 		if f := cc.Faults; f != nil && f.OnAsyncSnapshot != nil {
@@ -550,6 +569,7 @@ func (t *Task) performCheckpoint(b Event, firstBarrierAt int64, alignmentMs int6
 				select {
 				case <-tb.Done():
 				case <-a.ctx.Done():
+					release()
 					return
 				}
 				data, converted := tb.Converted()
@@ -567,8 +587,10 @@ func (t *Task) performCheckpoint(b Event, firstBarrierAt int64, alignmentMs int6
 					data = append(data, in...)
 				case <-pending.abort:
 					// The task declined already (or upstream did).
+					release()
 					return
 				case <-a.ctx.Done():
+					release()
 					return
 				}
 			}
@@ -586,20 +608,7 @@ func (t *Task) performCheckpoint(b Event, firstBarrierAt int64, alignmentMs int6
 			ack.StateSize += full
 			ack.CheckpointedSize += inline
 		}
-		var releases []func()
-		for _, s := range releasesAll {
-			if s.Release != nil {
-				releases = append(releases, s.Release)
-			}
-		}
-		if len(releases) > 0 {
-			t.postQuietly(func() error {
-				for _, r := range releases {
-					r()
-				}
-				return nil
-			})
-		}
+		release()
 		cc.Responder.Acknowledge(ack)
 	})
 	return nil
