@@ -87,6 +87,9 @@ type Channel[T any] struct {
 	stats    *ChannelStats
 	// clearRecs: T holds pointers, so a recycled batch is cleared first.
 	clearRecs bool
+	// ended: the end of partition was queued (a network pump then sends
+	// what is queued even after the attempt's stop).
+	ended atomic.Bool
 }
 
 // ChannelStats are a channel's counters, read concurrently by metrics.
@@ -147,6 +150,9 @@ func (c *Channel[T]) sendOrWake(env envelope[T], done, wake <-chan struct{}) (wa
 		if woke {
 			return waited, true, true
 		}
+	}
+	if env.recs == nil && env.ev.Kind == EndOfPartition {
+		c.ended.Store(true)
 	}
 	select {
 	case c.doorbell <- struct{}{}:
