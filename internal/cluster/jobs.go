@@ -383,10 +383,14 @@ func (r *jobRun) CheckpointConfig() rest.CheckpointConfigInfo {
 }
 
 // Checkpoints implements rest.Job.
-func (r *jobRun) Checkpoints() (jobmaster.Summary, []jobmaster.CheckpointStats) { return r.master.Stats() }
+func (r *jobRun) Checkpoints() (jobmaster.Summary, []jobmaster.CheckpointStats) {
+	return r.master.Stats()
+}
 
 // Checkpoint implements rest.Job.
-func (r *jobRun) Checkpoint(id int64) (jobmaster.CheckpointStats, bool) { return r.master.Checkpoint(id) }
+func (r *jobRun) Checkpoint(id int64) (jobmaster.CheckpointStats, bool) {
+	return r.master.Checkpoint(id)
+}
 
 // TriggerCheckpoint implements rest.Job.
 func (r *jobRun) TriggerCheckpoint(ctx context.Context) (int64, error) {

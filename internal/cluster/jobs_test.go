@@ -211,10 +211,10 @@ func TestClusterJobRunsToTheEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	for path, want := range map[string]string{
-		"/jobs":                         `"id":"` + id + `","status":"FINISHED"`,
-		"/jobs/" + id:                   `"state":"FINISHED"`,
-		"/jobs/" + id + "/checkpoints":  `"completed":`,
-		"/jobs/overview":                `"name":"counts"`,
+		"/jobs":                        `"id":"` + id + `","status":"FINISHED"`,
+		"/jobs/" + id:                  `"state":"FINISHED"`,
+		"/jobs/" + id + "/checkpoints": `"completed":`,
+		"/jobs/overview":               `"name":"counts"`,
 	} {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest("GET", path, nil)

@@ -288,7 +288,7 @@ func TestExecutorFencing(t *testing.T) {
 	}
 	fw := &fakeWorker{}
 	ex := &executor{tm: tm, session: "jm-2", log: tm.opts.Logger, ctx: context.Background(),
-		jobs: map[string]*tmJob{"job1": {id: "job1", worker: fw, attempt: 5, running: map[int64]chan struct{}{}}},
+		jobs:   map[string]*tmJob{"job1": {id: "job1", worker: fw, attempt: 5, running: map[int64]chan struct{}{}}},
 		stores: map[string]storage.Store{}}
 	notify := func(session, job string, attempt int64, id int64) {
 		ex.command(&pb.JobManagerCommand{Session: session, JobId: job, Attempt: attempt,
