@@ -276,6 +276,13 @@ func newProxy(t *testing.T, target string) *proxy {
 
 func (p *proxy) Addr() string { return p.ln.Addr().String() }
 
+// Heal lets new connections through again.
+func (p *proxy) Heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = false
+}
+
 // Cut closes every connection and refuses new ones.
 func (p *proxy) Cut() {
 	p.mu.Lock()
@@ -329,6 +336,30 @@ func TestClusterTaskManagerLost(t *testing.T) {
 	}
 	if ex := run.Exceptions(); len(ex) == 0 || !strings.Contains(ex[len(ex)-1].Message, "TaskManager tm2") {
 		t.Errorf("exceptions = %+v", ex)
+	}
+	// Once it reaches the JobManager again, tm2 registers again and its
+	// slots are used: a job of parallelism 4 needs them.
+	px.Heal()
+	eventually(t, "tm2 registered again", func() bool {
+		_, ok := members(jm)["tm2"]
+		return ok
+	})
+	out2 := filepath.Join(dir, "out2")
+	id2, err := cl.Submit(context.Background(), "counts", []string{"--n", "500", "--out", out2, "--ckpt", filepath.Join(dir, "ckpt2"), "--parallelism", "4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := waitJob(t, cl, id2, 60*time.Second); st.State != "FINISHED" {
+		t.Fatalf("second job ended %+v", st)
+	}
+	jm.mu.Lock()
+	run2 := jm.jobs[id2]
+	jm.mu.Unlock()
+	if p := run2.Placement(); len(p.Workers) != 2 {
+		t.Errorf("the second job was placed on %+v, want tm1 and tm2", p)
+	}
+	if d := diffLines(committed(t, out2), wantCounts(500)); d != "" {
+		t.Errorf("second job's output: %s", d)
 	}
 }
 
