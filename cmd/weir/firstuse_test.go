@@ -540,7 +540,7 @@ func TestNexmarkRunConfig(t *testing.T) {
 // of weir run wordcount, the command the README shows it with, or, for the
 // cluster's keys, of weir jobmanager or weir taskmanager.
 func TestConfigKeysHaveFlags(t *testing.T) {
-	wc := newWordCountCommand().Flags()
+	wc := newJobCommand(wordCountSpec()).Flags()
 	jm, tm := newJobManagerCommand().Flags(), newTaskManagerCommand().Flags()
 	for _, k := range config.Keys {
 		has := wc.Lookup(k.Flag) != nil
