@@ -92,8 +92,10 @@ func nexmarkSpec() jobSpec {
 			f := new(nexmarkRunFlags)
 			c := nexmarkRunCommand(f)
 			return c, jobFuncs{
-				run:   func(cmd *cobra.Command) error { return runNexmarkRun(cmd, *f) },
-				build: func(context.Context) (*weir.Environment, func(context.Context) error, error) { return buildNexmark(c, f) },
+				run: func(cmd *cobra.Command) error { return runNexmarkRun(cmd, *f) },
+				build: func(context.Context) (*weir.Environment, func(context.Context) error, error) {
+					return buildNexmark(c, f)
+				},
 			}
 		},
 		paths: []string{"input", "output", "checkpoint-dir", "restore"},
