@@ -129,7 +129,8 @@ func (jm *JobManager) SubmitJob(ctx context.Context, name string, args []string)
 		mopts.Storage.Delete(sctx, run.probe)
 		return "", status.Errorf(codes.AlreadyExists, "job id %s is already running (job %s): cancel it first, or give another --job-id", run.id, old.name)
 	}
-	if _, ok := jm.jobs[run.id]; !ok {
+	old, known := jm.jobs[run.id]
+	if !known {
 		jm.jobOrder = append(jm.jobOrder, run.id)
 	}
 	jm.jobs[run.id] = run
@@ -137,6 +138,24 @@ func (jm *JobManager) SubmitJob(ctx context.Context, name string, args []string)
 	run.cancel = cancelRun
 	jm.wg.Add(1)
 	jm.mu.Unlock()
+	if p, ok := job.(deploy.Preparer); ok {
+		// Accepted (no job of this id runs): the job's one-time side
+		// effects, here and never again on a restart.
+		if err := p.Prepare(sctx); err != nil {
+			jm.mu.Lock()
+			if known {
+				jm.jobs[run.id] = old
+			} else {
+				delete(jm.jobs, run.id)
+				jm.jobOrder = slices.DeleteFunc(jm.jobOrder, func(id string) bool { return id == run.id })
+			}
+			jm.mu.Unlock()
+			jm.wg.Done()
+			cancelRun()
+			mopts.Storage.Delete(sctx, run.probe)
+			return "", status.Errorf(codes.FailedPrecondition, "job %s: %v", name, err)
+		}
+	}
 	log.Info("job submitted", "args", args, "parallelism", maxParallelism(run.plan), "storage", url)
 	go func() {
 		defer jm.wg.Done()

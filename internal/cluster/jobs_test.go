@@ -334,6 +334,11 @@ func TestClusterTaskManagerLost(t *testing.T) {
 	if d := diffLines(committed(t, filepath.Join(dir, "out")), wantCounts(n)); d != "" {
 		t.Errorf("committed output is not exactly once: %s", d)
 	}
+	// The job's one-time preparation ran once, in the JobManager: not on
+	// the restart, not on the TaskManagers.
+	if b, err := os.ReadFile(filepath.Join(dir, "out.prepared")); err != nil || string(b) != "prepared\n" {
+		t.Errorf("prepared %q, %v; want once", b, err)
+	}
 	if ex := run.Exceptions(); len(ex) == 0 || !strings.Contains(ex[len(ex)-1].Message, "TaskManager tm2") {
 		t.Errorf("exceptions = %+v", ex)
 	}
@@ -435,6 +440,10 @@ func TestClusterTooFewSlots(t *testing.T) {
 	st := waitJob(t, cl, id, 30*time.Second)
 	if st.State != "FAILED" || !strings.Contains(st.Error, "waiting for 2 slots, 1 registered: not enough slots came within 300ms (slot.request.timeout") {
 		t.Fatalf("job ended %+v", st)
+	}
+	if _, err := cl.Submit(context.Background(), "counts", []string{"--out", filepath.Join(dir, "prepare-fails"), "--ckpt", filepath.Join(dir, "ckpt")}); err == nil ||
+		!strings.Contains(err.Error(), "job counts: output "+filepath.Join(dir, "prepare-fails")+" is not usable") {
+		t.Errorf("a failing Prepare: %v", err)
 	}
 	if _, err := cl.Submit(context.Background(), "nope", nil); err == nil || !strings.Contains(err.Error(), `unknown job "nope" (known: counts)`) {
 		t.Errorf("unknown job: %v", err)

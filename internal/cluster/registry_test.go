@@ -1,9 +1,12 @@
 package cluster
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -37,7 +40,43 @@ func (testJobs) Job(name string, args []string) (deploy.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	return env.Deployable(name)
+	j, err := env.Deployable(name)
+	if err != nil {
+		return nil, err
+	}
+	out := ""
+	for i, a := range args {
+		if a == "--out" && i+1 < len(args) {
+			out = args[i+1]
+		}
+	}
+	return preparedJob{Job: j, out: out}, nil
+}
+
+// preparedJob is a deploy.Preparer: its Prepare appends a line to
+// <out>.prepared (so a test counts the calls), and fails when out's name
+// is "prepare-fails".
+type preparedJob struct {
+	deploy.Job
+	out string
+}
+
+func (j preparedJob) Prepare(ctx context.Context) error {
+	if p, ok := j.Job.(deploy.Preparer); ok {
+		if err := p.Prepare(ctx); err != nil {
+			return err
+		}
+	}
+	if filepath.Base(j.out) == "prepare-fails" {
+		return fmt.Errorf("output %s is not usable", j.out)
+	}
+	f, err := os.OpenFile(j.out+".prepared", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.WriteString("prepared\n")
+	return err
 }
 
 // countsEnv builds the counts job's Environment from its flags.
