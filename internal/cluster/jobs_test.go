@@ -340,7 +340,7 @@ func TestClusterTaskManagerLost(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "out.prepared")); err != nil || string(b) != "prepared\n" {
 		t.Errorf("prepared %q, %v; want once", b, err)
 	}
-	if ex := run.Exceptions(); len(ex) == 0 || !strings.Contains(ex[len(ex)-1].Message, "TaskManager tm2") {
+	if ex := run.Exceptions(); len(ex) == 0 || !strings.Contains(ex[len(ex)-1].Message, "TaskManager tm2") || ex[len(ex)-1].Location != "tm2" {
 		t.Errorf("exceptions = %+v", ex)
 	}
 	// /jobs/{id} reports the restart as Flink's numRestarts.
