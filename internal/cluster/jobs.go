@@ -130,7 +130,7 @@ func (jm *JobManager) SubmitJob(ctx context.Context, name string, args []string)
 	if old, ok := jm.jobs[run.id]; ok && !old.status().Terminal() {
 		jm.mu.Unlock()
 		mopts.Storage.Delete(sctx, run.probe)
-		return "", status.Errorf(codes.AlreadyExists, "job id %s is already running (job %s): cancel it first, or give another --job-id", run.id, old.name)
+		return "", status.Errorf(codes.AlreadyExists, "job id %s is already running (job %s): cancel it first, or submit it under another job id", run.id, old.name)
 	}
 	old, known := jm.jobs[run.id]
 	if !known {
