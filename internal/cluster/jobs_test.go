@@ -450,9 +450,28 @@ func TestClusterTooFewSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// While it waits, the same job id cannot be submitted again.
+	if _, err := cl.Submit(context.Background(), "counts", []string{"--out", filepath.Join(dir, "out"), "--ckpt", filepath.Join(dir, "ckpt")}); err == nil ||
+		!strings.Contains(err.Error(), "job id counts is already running (job counts): cancel it first") {
+		t.Errorf("a second submission: %v", err)
+	}
 	st := waitJob(t, cl, id, 30*time.Second)
 	if st.State != "FAILED" || !strings.Contains(st.Error, "waiting for 2 slots, 1 registered: not enough slots came within 300ms (slot.request.timeout") {
 		t.Fatalf("job ended %+v", st)
+	}
+	// A job waiting for slots is cancelled.
+	id, err = cl.Submit(context.Background(), "counts", []string{"--out", filepath.Join(dir, "out"), "--ckpt", filepath.Join(dir, "ckpt"), "--parallelism", "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Cancel(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	if st := waitJob(t, cl, id, 30*time.Second); st.State != "CANCELED" {
+		t.Errorf("cancelled job ended %+v", st)
+	}
+	if err := cl.Cancel(context.Background(), "nope"); err == nil || !strings.Contains(err.Error(), `no job "nope"`) {
+		t.Errorf("cancel of an unknown id: %v", err)
 	}
 	if _, err := cl.Submit(context.Background(), "counts", []string{"--out", filepath.Join(dir, "prepare-fails"), "--ckpt", filepath.Join(dir, "ckpt")}); err == nil ||
 		!strings.Contains(err.Error(), "job counts: output "+filepath.Join(dir, "prepare-fails")+" is not usable") {
