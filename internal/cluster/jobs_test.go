@@ -155,7 +155,7 @@ func TestClusterJobRunsToTheEnd(t *testing.T) {
 	jm := clusterJM(t, JobManagerOptions{})
 	cl := dial(t, jm)
 	dir := t.TempDir()
-	args := []string{"--n", "2000", "--out", filepath.Join(dir, "out"), "--ckpt", filepath.Join(dir, "ckpt"), "--parallelism", "2"}
+	args := []string{"--n", "2000", "--out", filepath.Join(dir, "out"), "--ckpt", filepath.Join(dir, "ckpt"), "--parallelism", "2", "--slow", "500us"}
 	id, err := cl.Submit(context.Background(), "counts", args)
 	if err != nil {
 		t.Fatal(err)
@@ -172,10 +172,18 @@ func TestClusterJobRunsToTheEnd(t *testing.T) {
 		return err == nil && st.State == "CREATED" && st.Note == "waiting for 2 slots, 1 registered"
 	})
 	startTaskManager(t, TaskManagerOptions{JobManager: jm.Addr(), ResourceID: "tm2", Slots: 1})
+	eventually(t, "the job holds both slots", func() bool {
+		ms := members(jm)
+		return ms["tm1"].FreeSlots == 0 && ms["tm2"].FreeSlots == 0
+	})
 	st := waitJob(t, cl, id, 60*time.Second)
 	if st.State != "FINISHED" || st.Restarts != 0 || st.Note != "" {
 		t.Fatalf("job ended %+v", st)
 	}
+	eventually(t, "the slots are free again", func() bool {
+		ms := members(jm)
+		return ms["tm1"].FreeSlots == 1 && ms["tm2"].FreeSlots == 1
+	})
 	got := committed(t, filepath.Join(dir, "out"))
 	if d := diffLines(got, wantCounts(2000)); d != "" {
 		t.Errorf("cluster output: %s", d)
