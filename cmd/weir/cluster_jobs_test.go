@@ -537,3 +537,99 @@ func TestClusterFailoverTime(t *testing.T) {
 	defer cancel()
 	cl.Cancel(ctx, id)
 }
+
+// procCPU is processCPU, failing the test on an error.
+func procCPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	d, err := processCPU(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// runCPU runs weir with args to its end and returns its CPU time.
+func runCPU(t *testing.T, args ...string) time.Duration {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "WEIR_TEST_MAIN=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("weir %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+}
+
+// TestClusterWordCountCPU measures the CPU time of wordcount on a
+// JobManager and two TaskManagers of one slot each (every edge between
+// the two subtasks of a vertex crosses processes), every process counted,
+// against local mode at the same parallelism, in the same run. Not run
+// unless WEIR_CLUSTER_CPU is set (to the number of input lines; 1 means
+// 1,000,000).
+//
+//	WEIR_CLUSTER_CPU=1 go test -run TestClusterWordCountCPU -v ./cmd/weir/
+func TestClusterWordCountCPU(t *testing.T) {
+	lines, _ := strconv.Atoi(os.Getenv("WEIR_CLUSTER_CPU"))
+	if lines == 0 {
+		t.Skip("a measurement: set WEIR_CLUSTER_CPU=1 (1,000,000 lines) or to the number of lines")
+	}
+	if lines == 1 {
+		lines = 1_000_000
+	}
+	dir := t.TempDir()
+	input := wordsInput(t, dir, lines)
+	text, _ := os.ReadFile(input)
+	words := 0
+	for _, n := range wordTotals(string(text)) {
+		words += n
+	}
+	c := startCluster(t, 2, 1)
+	for round := range 2 {
+		local := runCPU(t, wordCountArgs(input, filepath.Join(dir, fmt.Sprint("local", round)), filepath.Join(dir, fmt.Sprint("ck-local", round)))...)
+		pids := []int{c.jm.cmd.Process.Pid}
+		for _, p := range c.tms {
+			pids = append(pids, p.cmd.Process.Pid)
+		}
+		before := make([]time.Duration, len(pids))
+		for i, pid := range pids {
+			before[i] = procCPU(t, pid)
+		}
+		start := time.Now()
+		client := runCPU(t, append(wordCountArgs(input, filepath.Join(dir, fmt.Sprint("cluster", round)), filepath.Join(dir, fmt.Sprint("ck-cluster", round))), "--jobmanager", c.rpc)...)
+		wall := time.Since(start)
+		total := client
+		var parts []string
+		for i, pid := range pids {
+			d := procCPU(t, pid) - before[i]
+			total += d
+			parts = append(parts, d.Round(time.Millisecond).String())
+		}
+		t.Logf("round %d, %d words: local %v CPU (%.0f ns/word); cluster %v CPU (%.0f ns/word; JobManager, TaskManagers %v, client %v; wall %v): cluster/local %.2f",
+			round, words, local.Round(time.Millisecond), float64(local)/float64(words), total.Round(time.Millisecond), float64(total)/float64(words),
+			parts, client.Round(time.Millisecond), wall.Round(time.Millisecond), float64(total)/float64(local))
+	}
+}
+
+// TestNexmarkReportCluster: weir nexmark report --cluster 2 runs each query
+// as the nexmark job on a local cluster it starts (and stops), and prints
+// its row with the CPU of every process.
+func TestNexmarkReportCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real weir processes")
+	}
+	t.Parallel()
+	stdout, stderr, code := runWeirEnv(t, []string{"TMPDIR=" + t.TempDir()}, "nexmark", "report", "--events", "20000", "--queries", "q0,q3", "--cluster", "2", "--checkpoint-interval", "200ms")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	for _, q := range []string{"q0", "q3"} {
+		if !regexp.MustCompile(`(?m)^\| ` + q + ` \| heap \| \d+ K \| \d+ K \|`).MatchString(stdout) {
+			t.Errorf("no row of %s:\n%s", q, stdout)
+		}
+	}
+	if !strings.Contains(stdout, "On a local cluster: a JobManager and 2 TaskManagers of 1 slots") {
+		t.Errorf("the report does not say it ran on a cluster:\n%s", stdout)
+	}
+	if strings.Contains(stdout, "failed") {
+		t.Errorf("a run failed:\n%s", stdout)
+	}
+}
