@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http/httptest"
@@ -341,6 +342,18 @@ func TestClusterTaskManagerLost(t *testing.T) {
 	}
 	if ex := run.Exceptions(); len(ex) == 0 || !strings.Contains(ex[len(ex)-1].Message, "TaskManager tm2") {
 		t.Errorf("exceptions = %+v", ex)
+	}
+	// /jobs/{id} reports the restart as Flink's numRestarts.
+	srv, err := rest.New(jm, rest.Options{Address: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/jobs/"+id, nil)
+	req.Host = "127.0.0.1:8081"
+	srv.Handler().ServeHTTP(rec, req)
+	if want := fmt.Sprintf(`"numRestarts":%d`, st.Restarts); !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("GET /jobs/%s = %s, want %s", id, rec.Body.String(), want)
 	}
 	// Once it reaches the JobManager again, tm2 registers again and its
 	// slots are used: a job of parallelism 4 needs them.
