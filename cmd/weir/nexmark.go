@@ -608,8 +608,9 @@ func reportRow(r queries.Result, backend string) string {
 		rows = strconv.FormatInt(r.Rows, 10)
 	}
 	ckpts := fmt.Sprintf("%d, %v, %v, %s", r.Checkpoints.Completed, p50.Round(time.Millisecond), pmax.Round(time.Millisecond), byteSize(smax))
-	if r.Completed == nil && r.Checkpoints.Completed > 0 {
-		ckpts = fmt.Sprintf("%d, –, –, –", r.Checkpoints.Completed) // a cluster's: only the count
+	if r.Completed == nil && r.Checkpoints.LatestCompleted > 0 {
+		// A cluster's: the JobManager reports the latest one only.
+		ckpts = fmt.Sprintf("latest id %d", r.Checkpoints.LatestCompleted)
 	}
 	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %.2fs | %.2fs | %s | %s |",
 		r.Query, backend, kilo(r.EventsPerSecond()), kilo(r.EventsPerCore()), v1, v2, ratio,
@@ -705,7 +706,7 @@ func (lc *localCluster) run(ctx context.Context, q string, f nexmarkRunFlags, ck
 		return queries.Result{}, fmt.Errorf("job %s ended %s: %s", id, st.State, flatLine(st.Error))
 	}
 	res := queries.Result{Query: q, Events: f.events, Rows: -1, Wall: wall, CPU: cpu1 - cpu0}
-	res.Checkpoints.Completed = int(st.LastCheckpoint)
+	res.Checkpoints.LatestCompleted = st.LastCheckpoint
 	res.Checkpoints.Restarts = st.Restarts
 	return res, nil
 }
