@@ -52,6 +52,9 @@ type jobRun struct {
 	exceptions []rest.ExceptionInfo // newest first
 	placement  deploy.Placement     // the current attempt's
 	loggedWait string
+	// failTask and failAt are the task and TaskManager of the current
+	// attempt's first failure, for its ExceptionInfo.
+	failTask, failAt string
 }
 
 // Submit implements the Submit call: it builds the job with the
@@ -127,7 +130,7 @@ func (jm *JobManager) SubmitJob(ctx context.Context, name string, args []string)
 	if old, ok := jm.jobs[run.id]; ok && !old.status().Terminal() {
 		jm.mu.Unlock()
 		mopts.Storage.Delete(sctx, run.probe)
-		return "", status.Errorf(codes.AlreadyExists, "job id %s is already running (job %s): cancel it first, or give another --job-id", run.id, old.name)
+		return "", status.Errorf(codes.AlreadyExists, "job id %s is already running (job %s): cancel it first, or submit it under another job id", run.id, old.name)
 	}
 	old, known := jm.jobs[run.id]
 	if !known {
@@ -285,6 +288,8 @@ func (r *jobRun) failed(err error, restarting bool) {
 	e := rest.ExceptionInfo{Time: r.jm.opts.Now(), Name: fmt.Sprintf("%T", err), Message: err.Error()}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	e.Task, e.Location = r.failTask, r.failAt
+	r.failTask, r.failAt = "", ""
 	r.exceptions = append([]rest.ExceptionInfo{e}, r.exceptions...)
 	if len(r.exceptions) > 100 {
 		r.exceptions = r.exceptions[:100]
@@ -444,11 +449,47 @@ type statusGateway struct {
 }
 
 func (g *statusGateway) Deploy(ctx context.Context, req jobmaster.DeployRequest, l jobmaster.Listener) ([]jobmaster.TaskInfo, error) {
-	tasks, err := g.TaskGateway.Deploy(ctx, req, l)
+	g.run.mu.Lock()
+	g.run.failTask, g.run.failAt = "", ""
+	g.run.mu.Unlock()
+	tasks, err := g.TaskGateway.Deploy(ctx, req, failureListener{Listener: l, run: g.run})
 	if err == nil {
 		g.run.deployed(req.Attempt)
 	}
 	return tasks, err
+}
+
+// failureListener notes where the attempt's first failure happened: the
+// task that failed and the TaskManager that ran it (from the placement;
+// a lost TaskManager's failure names no task).
+type failureListener struct {
+	jobmaster.Listener
+	run *jobRun
+}
+
+func (l failureListener) Report(r jobmaster.Report) {
+	if f, ok := r.(jobmaster.TaskFailed); ok {
+		l.run.mu.Lock()
+		if l.run.failTask == "" && l.run.failAt == "" {
+			l.run.failTask = f.Task
+			if f.Operator != "" {
+				l.run.failTask = fmt.Sprintf("%s (%d)", f.Operator, f.Subtask+1)
+			}
+			l.run.failAt = workerOfTask(l.run.placement, f.Task)
+		}
+		l.run.mu.Unlock()
+	}
+	l.Listener.Report(r)
+}
+
+// workerOfTask is the worker that runs task "<vertex>-<subtask>" in p, ""
+// when unknown.
+func workerOfTask(p deploy.Placement, task string) string {
+	var v, s int
+	if _, err := fmt.Sscanf(task, "%d-%d", &v, &s); err != nil {
+		return ""
+	}
+	return p.Worker(v, s)
 }
 
 // --- the scheduler ----------------------------------------------------------

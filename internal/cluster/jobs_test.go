@@ -155,7 +155,7 @@ func TestClusterJobRunsToTheEnd(t *testing.T) {
 	jm := clusterJM(t, JobManagerOptions{})
 	cl := dial(t, jm)
 	dir := t.TempDir()
-	args := []string{"--n", "2000", "--out", filepath.Join(dir, "out"), "--ckpt", filepath.Join(dir, "ckpt"), "--parallelism", "2"}
+	args := []string{"--n", "2000", "--out", filepath.Join(dir, "out"), "--ckpt", filepath.Join(dir, "ckpt"), "--parallelism", "2", "--slow", "500us"}
 	id, err := cl.Submit(context.Background(), "counts", args)
 	if err != nil {
 		t.Fatal(err)
@@ -172,10 +172,18 @@ func TestClusterJobRunsToTheEnd(t *testing.T) {
 		return err == nil && st.State == "CREATED" && st.Note == "waiting for 2 slots, 1 registered"
 	})
 	startTaskManager(t, TaskManagerOptions{JobManager: jm.Addr(), ResourceID: "tm2", Slots: 1})
+	eventually(t, "the job holds both slots", func() bool {
+		ms := members(jm)
+		return ms["tm1"].FreeSlots == 0 && ms["tm2"].FreeSlots == 0
+	})
 	st := waitJob(t, cl, id, 60*time.Second)
 	if st.State != "FINISHED" || st.Restarts != 0 || st.Note != "" {
 		t.Fatalf("job ended %+v", st)
 	}
+	eventually(t, "the slots are free again", func() bool {
+		ms := members(jm)
+		return ms["tm1"].FreeSlots == 1 && ms["tm2"].FreeSlots == 1
+	})
 	got := committed(t, filepath.Join(dir, "out"))
 	if d := diffLines(got, wantCounts(2000)); d != "" {
 		t.Errorf("cluster output: %s", d)
@@ -340,7 +348,7 @@ func TestClusterTaskManagerLost(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "out.prepared")); err != nil || string(b) != "prepared\n" {
 		t.Errorf("prepared %q, %v; want once", b, err)
 	}
-	if ex := run.Exceptions(); len(ex) == 0 || !strings.Contains(ex[len(ex)-1].Message, "TaskManager tm2") {
+	if ex := run.Exceptions(); len(ex) == 0 || !strings.Contains(ex[len(ex)-1].Message, "TaskManager tm2") || ex[len(ex)-1].Location != "tm2" {
 		t.Errorf("exceptions = %+v", ex)
 	}
 	// /jobs/{id} reports the restart as Flink's numRestarts.
@@ -450,9 +458,28 @@ func TestClusterTooFewSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// While it waits, the same job id cannot be submitted again.
+	if _, err := cl.Submit(context.Background(), "counts", []string{"--out", filepath.Join(dir, "out"), "--ckpt", filepath.Join(dir, "ckpt")}); err == nil ||
+		!strings.Contains(err.Error(), "job id counts is already running (job counts): cancel it first") {
+		t.Errorf("a second submission: %v", err)
+	}
 	st := waitJob(t, cl, id, 30*time.Second)
 	if st.State != "FAILED" || !strings.Contains(st.Error, "waiting for 2 slots, 1 registered: not enough slots came within 300ms (slot.request.timeout") {
 		t.Fatalf("job ended %+v", st)
+	}
+	// A job waiting for slots is cancelled.
+	id, err = cl.Submit(context.Background(), "counts", []string{"--out", filepath.Join(dir, "out"), "--ckpt", filepath.Join(dir, "ckpt"), "--parallelism", "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Cancel(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	if st := waitJob(t, cl, id, 30*time.Second); st.State != "CANCELED" {
+		t.Errorf("cancelled job ended %+v", st)
+	}
+	if err := cl.Cancel(context.Background(), "nope"); err == nil || !strings.Contains(err.Error(), `no job "nope"`) {
+		t.Errorf("cancel of an unknown id: %v", err)
 	}
 	if _, err := cl.Submit(context.Background(), "counts", []string{"--out", filepath.Join(dir, "prepare-fails"), "--ckpt", filepath.Join(dir, "ckpt")}); err == nil ||
 		!strings.Contains(err.Error(), "job counts: output "+filepath.Join(dir, "prepare-fails")+" is not usable") {

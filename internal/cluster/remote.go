@@ -350,6 +350,11 @@ func (w *remoteWorker) lostTaskManager(reason string) {
 	w.ended = true
 	attempt, l := int(w.attempt), w.listener
 	w.mu.Unlock()
+	w.run.mu.Lock()
+	if w.run.failTask == "" && w.run.failAt == "" {
+		w.run.failAt = w.ts.resource
+	}
+	w.run.mu.Unlock()
 	err := fmt.Errorf("TaskManager %s (instance %s) was lost: %s", w.ts.resource, w.ts.instance, reason)
 	w.jm.opts.Logger.Warn("failing the job's tasks on a lost TaskManager", "job", w.run.id, "attempt", attempt, "taskmanager", w.ts.resource, "reason", reason)
 	l.Report(jobmaster.TaskFailed{Attempt: attempt, Subtask: -1, Error: err.Error(), Err: err})
