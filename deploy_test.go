@@ -259,7 +259,7 @@ func TestTwoWorkersExactlyOnce(t *testing.T) {
 			var tap atomic.Int64
 			c := newCluster(t, opts, 1, func(env *weir.Environment) {
 				counter := &spCounter{onElement: func(i int64) error {
-					if i == n/2 && failed.CompareAndSwap(false, true) {
+					if tap.Load() >= n/2 && failed.CompareAndSwap(false, true) {
 						return errors.New("injected failure")
 					}
 					return nil
@@ -273,7 +273,7 @@ func TestTwoWorkersExactlyOnce(t *testing.T) {
 				t.Fatal("the failure was not injected")
 			}
 			if restored.Load() == 0 {
-				t.Fatal("the job did not restart from a checkpoint")
+				t.Fatalf("the job did not restart from a checkpoint:\n%s", c.logs.String())
 			}
 			spSameMultiset(t, "committed output", sink.Results(), spWant(n))
 		})
