@@ -154,6 +154,11 @@ func TestClusterWordCountSameAsLocal(t *testing.T) {
 		return r
 	}
 	clusterOut := filepath.Join(dir, "cluster")
+	// An earlier result in the output directory: the JobManager removes it
+	// once, at submission (deploy.Preparer), as weir run does in local mode.
+	os.MkdirAll(clusterOut, 0o755)
+	stale := filepath.Join(clusterOut, "part-00000-0000-0000000007")
+	os.WriteFile(stale, []byte("stale,1\n"), 0o644)
 	start := time.Now()
 	stdout, stderr, code := runWeir(t, append(wordCountArgs(rel(input), rel(clusterOut), rel(filepath.Join(dir, "ck-cluster"))), "--jobmanager", c.rpc)...)
 	t.Logf("on the cluster in %v", time.Since(start).Round(time.Millisecond))
@@ -164,6 +169,9 @@ func TestClusterWordCountSameAsLocal(t *testing.T) {
 		if !strings.Contains(stderr, w) {
 			t.Errorf("weir run's progress lacks %q:\n%s", w, stderr)
 		}
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Errorf("the earlier result %s is still there: the job was not prepared at submission", stale)
 	}
 	missing, extra := multiset.Diff(committedLines(t, localOut), committedLines(t, clusterOut))
 	if len(missing)+len(extra) > 0 {
