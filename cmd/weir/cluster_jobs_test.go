@@ -656,3 +656,27 @@ func TestNexmarkReportCluster(t *testing.T) {
 		t.Errorf("a run failed:\n%s", stdout)
 	}
 }
+
+// TestRunNexmark: weir run nexmark is the Nexmark job, here (as weir
+// nexmark run) and on a cluster.
+func TestRunNexmark(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real weir processes")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	stdout, stderr, code := runWeir(t, "run", "nexmark", "--query", "q1", "--events", "3000", "--output", filepath.Join(dir, "local"))
+	if code != 0 || !strings.Contains(stdout, "nexmark q1: 3000 events (generated)") {
+		t.Fatalf("local: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	c := startCluster(t, 1, 2)
+	stdout, stderr, code = runWeir(t, "run", "nexmark", "--query", "q1", "--events", "3000", "--output", filepath.Join(dir, "cluster"),
+		"--checkpoint-dir", filepath.Join(dir, "ck"), "--jobmanager", c.rpc)
+	if code != 0 || !strings.Contains(stdout, "nexmark: job nexmark-q1 finished on the cluster") {
+		t.Fatalf("cluster: exit %d\nstdout %s\nstderr %s\n%s", code, stdout, stderr, c.logs())
+	}
+	missing, extra := multiset.Diff(committedLines(t, filepath.Join(dir, "local")), committedLines(t, filepath.Join(dir, "cluster")))
+	if len(missing)+len(extra) > 0 || len(committedLines(t, filepath.Join(dir, "local"))) != 3000*92/100 {
+		t.Errorf("rows differ: %d missing, %d extra, %d local rows", len(missing), len(extra), len(committedLines(t, filepath.Join(dir, "local"))))
+	}
+}
