@@ -20,6 +20,7 @@ import (
 
 	"github.com/weirstream/weir/internal/cluster"
 	"github.com/weirstream/weir/internal/rest"
+	"github.com/weirstream/weir/internal/testutil/certtest"
 	"github.com/weirstream/weir/internal/testutil/multiset"
 )
 
@@ -678,5 +679,81 @@ func TestRunNexmark(t *testing.T) {
 	missing, extra := multiset.Diff(committedLines(t, filepath.Join(dir, "local")), committedLines(t, filepath.Join(dir, "cluster")))
 	if len(missing)+len(extra) > 0 || len(committedLines(t, filepath.Join(dir, "local"))) != 3000*92/100 {
 		t.Errorf("rows differ: %d missing, %d extra, %d local rows", len(missing), len(extra), len(committedLines(t, filepath.Join(dir, "local"))))
+	}
+}
+
+// TestClusterRunOverTLS: weir run --tls-cert/--tls-key/--tls-ca submits to
+// a JobManager on mutual TLS (its TaskManager too); without them it gets
+// no answer, within --jobmanager-timeout.
+func TestClusterRunOverTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real weir processes")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	files := certtest.WriteCA(t, dir)
+	tlsArgs := []string{"--tls-cert", files.Cert, "--tls-key", files.Key, "--tls-ca", files.CA}
+	jm, rpc, url := startJobManager(t, tlsArgs...)
+	c := &testCluster{t: t, jm: jm, rpc: rpc, url: url}
+	c.addTaskManager(nil, append([]string{"--slots", "2"}, tlsArgs...)...)
+	input := filepath.Join(dir, "in.txt")
+	os.WriteFile(input, []byte("a b a\n"), 0o644)
+	out := filepath.Join(dir, "out")
+	stdout, stderr, code := runWeir(t, append(wordCountArgs(input, out, filepath.Join(dir, "ck"), "--jobmanager", rpc), tlsArgs...)...)
+	if code != 0 || !strings.Contains(stdout, "finished on the cluster") {
+		t.Fatalf("over TLS: exit %d\nstdout %s\nstderr %s\n%s", code, stdout, stderr, c.logs())
+	}
+	checkWordCountOutput(t, out, map[string]int{"a": 2, "b": 1})
+	_, stderr, code = runWeir(t, wordCountArgs(input, filepath.Join(dir, "out2"), filepath.Join(dir, "ck2"), "--jobmanager", rpc, "--jobmanager-timeout", "1s")...)
+	if last := lastLine([]byte(stderr)); code == 0 || !strings.Contains(last, "no JobManager answered at "+rpc) {
+		t.Errorf("plain client: exit %d, last line %q", code, last)
+	}
+}
+
+// TestClusterRunDetachesAndCancel: SIGINT stops weir run following a job,
+// which runs on (exit 130); a job cancelled by another client ends weir run
+// following it non-zero, saying so.
+func TestClusterRunDetachesAndCancel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real weir processes")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	c := startCluster(t, 1, 2)
+	// An unbounded job: the demo text again and again.
+	args := []string{"run", "wordcount", "--repeat-rate", "1000", "--output", filepath.Join(dir, "out"), "--parallelism", "2",
+		"--checkpoint-interval", "200ms", "--checkpoint-dir", filepath.Join(dir, "ck"), "--jobmanager", c.rpc}
+	run, _ := startRole(t, nil, args, `submitted to the JobManager`)
+	waitLine(t, run, `is RUNNING`, 30*time.Second)
+	run.cmd.Process.Signal(syscall.SIGINT)
+	if code := exitCode(t, run, 10*time.Second, "weir run after SIGINT"); code != 130 || !strings.Contains(run.stderr.String(), "weir: stopped following job wordcount (wordcount), which runs on in the cluster") {
+		t.Fatalf("exit %d after SIGINT; stderr:\n%s", code, run.stderr.String())
+	}
+	cl := c.client("")
+	waitJob(t, cl, "wordcount", 10*time.Second, func(s cluster.JobStatus) bool { return s.State == "RUNNING" && s.LastCheckpoint > 0 })
+
+	// A second submission of the running job's id is refused.
+	args2 := []string{"run", "wordcount", "--repeat-rate", "1000", "--output", filepath.Join(dir, "out2"), "--parallelism", "2",
+		"--checkpoint-interval", "200ms", "--checkpoint-dir", filepath.Join(dir, "ck2"), "--jobmanager", c.rpc}
+	_, stderr, code := runWeir(t, args2...)
+	if last := lastLine([]byte(stderr)); code == 0 || !strings.Contains(last, "already running") {
+		t.Errorf("second job of the same id: exit %d, last line %q", code, last)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.Cancel(ctx, "wordcount"); err != nil {
+		t.Fatal(err)
+	}
+	st := waitJob(t, cl, "wordcount", 30*time.Second, func(s cluster.JobStatus) bool { return jobTerminal(s.State) })
+	if st.State != "CANCELED" {
+		t.Fatalf("after Cancel: %+v", st)
+	}
+	run2, _ := startRole(t, nil, args2, `submitted to the JobManager`)
+	waitLine(t, run2, `is RUNNING`, 30*time.Second)
+	if err := cl.Cancel(ctx, "wordcount"); err != nil {
+		t.Fatal(err)
+	}
+	if code := exitCode(t, run2, 30*time.Second, "weir run of a cancelled job"); code == 0 || !strings.Contains(lastLine([]byte(run2.stderr.String())), "job wordcount (wordcount) was cancelled") {
+		t.Fatalf("exit %d; stderr:\n%s", code, run2.stderr.String())
 	}
 }
