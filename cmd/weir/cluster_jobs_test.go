@@ -316,9 +316,11 @@ func waitLine(t *testing.T, p *roleProc, re string, d time.Duration) {
 
 // TestClusterZombieTaskManager: a TaskManager stopped (SIGSTOP) past the
 // heartbeat timeout is dropped and the job restarts without it; resumed
-// (SIGCONT), its tasks of the old attempt wake up and try to go on, but the
-// JobManager takes no acknowledgement or report of an old attempt, so the
-// committed output stays exactly once.
+// (SIGCONT) while the new attempt runs, its tasks of the old attempt wake
+// up with their pending output, but nothing of an old attempt is acked or
+// committed (the JobManager drops its messages; the zombie, finding it
+// lost the JobManager, cancels them), so the committed output stays
+// exactly once.
 func TestClusterZombieTaskManager(t *testing.T) {
 	if testing.Short() {
 		t.Skip("stops real weir processes")
@@ -358,8 +360,17 @@ func TestClusterZombieTaskManager(t *testing.T) {
 	}
 	t.Logf("the job ran %v after the zombie woke up", time.Since(resumed).Round(time.Millisecond))
 	checkWordCountOutput(t, out, want)
-	jmLog := c.jm.stderr.String()
-	t.Logf("the JobManager dropped %d messages of TaskManagers; the zombie's log:\n%s", strings.Count(jmLog, "dropping a message of a TaskManager"), zombie.stderr.String())
+	// Either side fences the zombie: the JobManager drops what its old
+	// attempt sends (another instance, another attempt), or the zombie,
+	// silent past the heartbeat timeout, finds it lost the JobManager and
+	// cancels its tasks before they send anything.
+	dropped := strings.Count(c.jm.stderr.String(), "dropping a message of a TaskManager")
+	zlog := zombie.stderr.String()
+	cancelled := strings.Contains(zlog, "cancelling every task: the JobManager was lost")
+	t.Logf("the JobManager dropped %d messages of TaskManagers; the zombie cancelled its tasks itself: %v", dropped, cancelled)
+	if dropped == 0 && !cancelled {
+		t.Errorf("the zombie was fenced by neither side; its log:\n%s", zlog)
+	}
 }
 
 // TestClusterRunBadInput: each mistake of weir run --jobmanager, and each
