@@ -449,6 +449,63 @@ func TestClusterOtherBuild(t *testing.T) {
 	}
 }
 
+// vethNamespace is a network namespace joined to the host by a veth pair:
+// a TaskManager started in it (cmd) is cut off from the host's processes
+// when the host's end goes down (cut), and reachable again once it is up
+// (heal). Needs root and ip(8).
+type vethNamespace struct {
+	t                         *testing.T
+	ns, host, hostIP, peerIP string
+}
+
+func newVethNamespace(t *testing.T, salt int) *vethNamespace {
+	t.Helper()
+	n := (os.Getpid() + salt) % 250
+	id := fmt.Sprintf("%d", (os.Getpid()+salt)%100000)
+	v := &vethNamespace{t: t, ns: "weirjob" + id, host: "wjh" + id,
+		hostIP: fmt.Sprintf("10.232.%d.1", n), peerIP: fmt.Sprintf("10.232.%d.2", n)}
+	peer := "wjp" + id
+	v.ip("netns", "add", v.ns)
+	t.Cleanup(func() {
+		exec.Command("ip", "link", "del", v.host).Run()
+		exec.Command("ip", "netns", "del", v.ns).Run()
+	})
+	v.ip("link", "add", v.host, "type", "veth", "peer", "name", peer)
+	v.ip("link", "set", peer, "netns", v.ns)
+	v.ip("addr", "add", v.hostIP+"/30", "dev", v.host)
+	v.ip("link", "set", v.host, "up")
+	v.ip("netns", "exec", v.ns, "ip", "addr", "add", v.peerIP+"/30", "dev", peer)
+	v.ip("netns", "exec", v.ns, "ip", "link", "set", peer, "up")
+	v.ip("netns", "exec", v.ns, "ip", "link", "set", "lo", "up")
+	return v
+}
+
+func (v *vethNamespace) ip(args ...string) {
+	v.t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		v.t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+func (v *vethNamespace) cut()  { v.ip("link", "set", v.host, "down") }
+func (v *vethNamespace) heal() { v.ip("link", "set", v.host, "up") }
+
+// cmd is weir with args, run in the namespace.
+func (v *vethNamespace) cmd(args ...string) *exec.Cmd {
+	return exec.Command("ip", append([]string{"netns", "exec", v.ns, os.Args[0]}, args...)...)
+}
+
+// needNetns skips the test without root or ip(8).
+func needNetns(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for ip netns")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs ip(8)")
+	}
+}
+
 // TestClusterPartitionedTaskManager: a TaskManager in a network namespace
 // of its own, joined to the host by a veth pair, is cut off (the host's end
 // taken down) while wordcount runs on it and on a TaskManager of the host.
@@ -459,66 +516,110 @@ func TestClusterPartitionedTaskManager(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real weir processes")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for ip netns")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs ip(8)")
-	}
+	needNetns(t)
 	t.Parallel()
-	n := (os.Getpid() + 101) % 250
-	id := fmt.Sprintf("%d", os.Getpid()%100000)
-	ns, host, peer := "weirjob"+id, "wjh"+id, "wjp"+id
-	hostIP, peerIP := fmt.Sprintf("10.232.%d.1", n), fmt.Sprintf("10.232.%d.2", n)
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	ip("netns", "add", ns)
-	t.Cleanup(func() {
-		exec.Command("ip", "link", "del", host).Run()
-		exec.Command("ip", "netns", "del", ns).Run()
-	})
-	ip("link", "add", host, "type", "veth", "peer", "name", peer)
-	ip("link", "set", peer, "netns", ns)
-	ip("addr", "add", hostIP+"/30", "dev", host)
-	ip("link", "set", host, "up")
-	ip("netns", "exec", ns, "ip", "addr", "add", peerIP+"/30", "dev", peer)
-	ip("netns", "exec", ns, "ip", "link", "set", peer, "up")
-	ip("netns", "exec", ns, "ip", "link", "set", "lo", "up")
-
+	v := newVethNamespace(t, 101)
 	dir := t.TempDir()
 	input := wordsInput(t, dir, clusterKillLines)
 	text, _ := os.ReadFile(input)
 	want := wordTotals(string(text))
-	// Not loopback addresses: the cluster token is required.
-	token := []string{"--cluster-token", "part"}
-	jm, got := startRole(t, nil, append([]string{"jobmanager", "--rpc-address", hostIP + ":0", "--rest-address", "127.0.0.1:0",
-		"--heartbeat-interval", "100ms", "--heartbeat-timeout", "1s"}, token...),
-		`JobManager RPC on (\S+)`, `REST API on (http\S+)`)
-	c := &testCluster{t: t, jm: jm, rpc: got[0], url: got[1]}
-	c.addTaskManager(nil, append([]string{"--slots", "2", "--data-address", hostIP + ":0"}, token...)...)
-	tmArgs := append([]string{"taskmanager", "--jobmanager", c.rpc, "--slots", "2", "--data-address", peerIP + ":0"}, token...)
-	_, got = startRoleCmd(t, exec.Command("ip", append([]string{"netns", "exec", ns, os.Args[0]}, tmArgs...)...), nil, tmArgs,
-		`TaskManager (\S+) with`, `msg=registered`)
-	c.waitRegistered(2)
-
+	c, token := startPartitionCluster(t, v, "100ms", "1s")
 	out := filepath.Join(dir, "out")
 	args := append(wordCountArgs(input, out, filepath.Join(dir, "ck"), "--restart", clusterRestart), "--jobmanager", c.rpc)
 	args = append(args, token...)
 	run, _ := startRole(t, nil, args, `submitted to the JobManager`)
 	waitLine(t, run, `completed checkpoint`, 30*time.Second)
-	ip("link", "set", host, "down")
+	v.cut()
 	cut := time.Now()
 	waitLine(t, run, `restarted \(restart 1\)`, 30*time.Second)
 	t.Logf("restarted %v after the partition", time.Since(cut).Round(time.Millisecond))
 	if code := exitCode(t, run, 90*time.Second, "weir run"); code != 0 {
 		t.Fatalf("weir run exited %d:\n%s\n%s", code, run.stderr.String(), c.logs())
 	}
-	ip("link", "set", host, "up")
+	v.heal()
 	checkWordCountOutput(t, out, want)
+}
+
+// startPartitionCluster starts a JobManager on the host's end of v's veth
+// pair, a TaskManager of 2 slots on the host (c.tms[0]) and one of 2 slots
+// in v's namespace (c.tms[1]), and returns the token flags a client needs.
+func startPartitionCluster(t *testing.T, v *vethNamespace, interval, timeout string) (*testCluster, []string) {
+	t.Helper()
+	// Not loopback addresses: the cluster token is required.
+	token := []string{"--cluster-token", "part"}
+	jm, got := startRole(t, nil, append([]string{"jobmanager", "--rpc-address", v.hostIP + ":0", "--rest-address", "127.0.0.1:0",
+		"--heartbeat-interval", interval, "--heartbeat-timeout", timeout}, token...),
+		`JobManager RPC on (\S+)`, `REST API on (http\S+)`)
+	c := &testCluster{t: t, jm: jm, rpc: got[0], url: got[1]}
+	c.addTaskManager(nil, append([]string{"--slots", "2", "--data-address", v.hostIP + ":0"}, token...)...)
+	tmArgs := append([]string{"taskmanager", "--jobmanager", c.rpc, "--slots", "2", "--data-address", v.peerIP + ":0"}, token...)
+	p, got := startRoleCmd(t, v.cmd(tmArgs...), nil, tmArgs, `TaskManager (\S+) with`, `msg=registered`)
+	c.tms, c.tmIDs = append(c.tms, p), append(c.tmIDs, got[0])
+	c.tmArgs, c.tmEnv = append(c.tmArgs, nil), append(c.tmEnv, nil)
+	c.waitRegistered(2)
+	return c, token
+}
+
+// TestClusterPartitionFailoverTime measures the failover time of a job
+// whose TaskManager is partitioned (ip netns + veth, the host's end taken
+// down): no connection breaks, the heartbeat timeout (3 s here, interval
+// 500 ms) finds it, and the job runs again on the host's TaskManager. To
+// bring the job back onto the namespace's TaskManager for the next cut,
+// each round then heals the link and kills the host's TaskManager with
+// SIGKILL (and starts it again). p50 and max over WEIR_CLUSTER_FAILOVER
+// partitions (10 when set to 1); not run otherwise; needs root.
+//
+//	WEIR_CLUSTER_FAILOVER=1 go test -run TestClusterPartitionFailoverTime -v ./cmd/weir/
+func TestClusterPartitionFailoverTime(t *testing.T) {
+	cuts, _ := strconv.Atoi(os.Getenv("WEIR_CLUSTER_FAILOVER"))
+	if cuts == 0 {
+		t.Skip("a measurement: set WEIR_CLUSTER_FAILOVER=1 (10 partitions) or to the number of partitions")
+	}
+	if cuts == 1 {
+		cuts = 10
+	}
+	needNetns(t)
+	v := newVethNamespace(t, 151)
+	c, token := startPartitionCluster(t, v, "500ms", "3s")
+	dir := t.TempDir()
+	args := append([]string{"run", "wordcount", "--repeat-rate", "20000", "--output", filepath.Join(dir, "out"), "--parallelism", "2",
+		"--checkpoint-interval", "500ms", "--checkpoint-dir", filepath.Join(dir, "ck"), "--restart", clusterRestart, "--jobmanager", c.rpc, "--detached"}, token...)
+	stdout, stderr, code := runWeir(t, args...)
+	if code != 0 {
+		t.Fatalf("submit: exit %d\n%s", code, stderr)
+	}
+	id := strings.TrimSpace(stdout)
+	cl := c.client("part")
+	st := waitJob(t, cl, id, 30*time.Second, func(s cluster.JobStatus) bool { return s.State == "RUNNING" && s.LastCheckpoint > 0 })
+	var times []time.Duration
+	for k := range cuts {
+		attempt := st.Attempt
+		v.cut()
+		cut := time.Now()
+		st = waitJob(t, cl, id, 60*time.Second, func(s cluster.JobStatus) bool { return s.State == "RUNNING" && s.Attempt > attempt })
+		d := time.Since(cut)
+		times = append(times, d)
+		v.heal()
+		c.waitRegistered(2)
+		// The job is on the host's TaskManager alone: kill it, so that
+		// the job moves to the namespace's one for the next cut.
+		st = waitJob(t, cl, id, 60*time.Second, func(s cluster.JobStatus) bool { return s.State == "RUNNING" })
+		attempt = st.Attempt
+		c.tms[0].cmd.Process.Kill()
+		<-c.tms[0].exited
+		st = waitJob(t, cl, id, 60*time.Second, func(s cluster.JobStatus) bool { return s.State == "RUNNING" && s.Attempt > attempt })
+		ckpt := st.LastCheckpoint
+		c.restart(0)
+		c.waitRegistered(2)
+		st = waitJob(t, cl, id, 60*time.Second, func(s cluster.JobStatus) bool { return s.State == "RUNNING" && s.LastCheckpoint > ckpt })
+		t.Logf("partition %d: RUNNING again after %v", k+1, d.Round(time.Millisecond))
+	}
+	slices.Sort(times)
+	t.Logf("failover after a partition (heartbeat timeout 3s), %d partitions: p50 %v, max %v", len(times),
+		times[(len(times)-1)/2].Round(time.Millisecond), times[len(times)-1].Round(time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl.Cancel(ctx, id)
 }
 
 // TestClusterFailoverTime measures the failover time of a job on a
