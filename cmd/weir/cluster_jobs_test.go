@@ -454,7 +454,7 @@ func TestClusterOtherBuild(t *testing.T) {
 // when the host's end goes down (cut), and reachable again once it is up
 // (heal). Needs root and ip(8).
 type vethNamespace struct {
-	t                         *testing.T
+	t                        *testing.T
 	ns, host, hostIP, peerIP string
 }
 
