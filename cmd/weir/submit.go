@@ -213,7 +213,10 @@ func submitJob(cmd *cobra.Command, spec jobSpec, sf submitFlags) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("job %s was not submitted: interrupted", spec.name)
 		}
-		return fmt.Errorf("%w (waited %v: --jobmanager-timeout)", err, sf.timeout)
+		if sctx.Err() != nil {
+			return fmt.Errorf("%w (waited %v: --jobmanager-timeout)", err, sf.timeout)
+		}
+		return err
 	}
 	defer c.Close()
 	id, err := c.Submit(sctx, spec.name, args)
