@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/connector"
+	"github.com/weirstream/weir/internal/cluster"
 	"github.com/weirstream/weir/nexmark"
 	"github.com/weirstream/weir/nexmark/queries"
 )
@@ -131,9 +133,24 @@ type nexmarkRunFlags struct {
 }
 
 func newNexmarkRunCommand() *cobra.Command {
-	var f nexmarkRunFlags
+	f := new(nexmarkRunFlags)
+	c := nexmarkRunCommand(f)
+	c.Use = "run --query qN (--events N | --input FILE)"
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := applyConfig(cmd, f.config); err != nil {
+			return err
+		}
+		return runNexmarkRun(cmd, *f)
+	}
+	return c
+}
+
+// nexmarkRunCommand returns a command of the flags of weir nexmark run,
+// which set f, without its RunE: weir nexmark run's, weir run nexmark's
+// (the same job, also on a cluster) and the registry's (jobs.go).
+func nexmarkRunCommand(f *nexmarkRunFlags) *cobra.Command {
 	c := &cobra.Command{
-		Use:   "run --query qN (--events N | --input FILE)",
+		Use:   "nexmark --query qN (--events N | --input FILE)",
 		Short: "Run a Nexmark query and report its throughput",
 		Long: `Runs one Nexmark query over the generated stream (--events, --rate, --seed,
 as weir nexmark gen) or over a file written by weir nexmark gen (--input).
@@ -157,12 +174,6 @@ Queries: ` + strings.Join(queries.Names(), ", ") + `.`,
   weir nexmark run --query q15 --events 10000000 --checkpoint-interval 10s --state-backend pebble
   weir nexmark run --query q1 --input events.jsonl --output out/q1`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyConfig(cmd, f.config); err != nil {
-				return err
-			}
-			return runNexmarkRun(cmd, f)
-		},
 	}
 	fl := c.Flags()
 	fl.StringVar(&f.query, "query", "", "the query to run, e.g. q3 (required)")
@@ -172,7 +183,7 @@ Queries: ` + strings.Join(queries.Names(), ", ") + `.`,
 	fl.StringVar(&f.input, "input", "", "read the events from this file of JSON lines (written by weir nexmark gen) instead of generating them")
 	fl.StringVar(&f.output, "output", "", "directory for the rows as CSV part files (default: a counting blackhole)")
 	fl.StringVar(&f.cpuProfile, "cpu-profile", "", "write a CPU profile of the run to this file (read it with go tool pprof)")
-	addNexmarkJobFlags(fl, &f)
+	addNexmarkJobFlags(fl, f)
 	addConfigFlag(c, &f.config)
 	return c
 }
@@ -285,22 +296,33 @@ func countEvents(path string) (int64, error) {
 	}
 }
 
-func runNexmarkRun(cmd *cobra.Command, f nexmarkRunFlags) error {
+// checkNexmarkRun checks the flags of a Nexmark run and returns its
+// query, its source, the number of events and the job's options, touching
+// nothing.
+func checkNexmarkRun(cmd *cobra.Command, f *nexmarkRunFlags) (queries.Query, connector.Source[nexmark.Event], int64, weir.Options, error) {
 	if f.query == "" {
-		return errors.New("--query is required: one of " + strings.Join(queries.Names(), ", "))
+		return queries.Query{}, nil, 0, weir.Options{}, errors.New("--query is required: one of " + strings.Join(queries.Names(), ", "))
 	}
 	q, err := queries.Lookup(f.query)
 	if err != nil {
-		return err
+		return queries.Query{}, nil, 0, weir.Options{}, err
 	}
-	src, events, err := nexmarkSource(cmd, &f)
+	src, events, err := nexmarkSource(cmd, f)
 	if err != nil {
-		return err
+		return queries.Query{}, nil, 0, weir.Options{}, err
 	}
 	if f.incremental && f.backend != "pebble" {
-		return fmt.Errorf("--incremental needs --state-backend pebble: the %s backend takes full snapshots only", f.backend)
+		return queries.Query{}, nil, 0, weir.Options{}, fmt.Errorf("--incremental needs --state-backend pebble: the %s backend takes full snapshots only", f.backend)
 	}
 	opts, err := f.jobOptions()
+	if err != nil {
+		return queries.Query{}, nil, 0, weir.Options{}, err
+	}
+	return q, src, events, opts, nil
+}
+
+func runNexmarkRun(cmd *cobra.Command, f nexmarkRunFlags) error {
+	q, src, events, opts, err := checkNexmarkRun(cmd, &f)
 	if err != nil {
 		return err
 	}
@@ -391,6 +413,7 @@ type nexmarkReportFlags struct {
 	queries    string
 	backends   string
 	profileDir string
+	cluster    int
 }
 
 func newNexmarkReportCommand() *cobra.Command {
@@ -420,6 +443,7 @@ exits with an error at the end.`,
 	fl.Int64Var(&f.events, "events", 0, "number of events to generate for each run (required)")
 	fl.Float64Var(&f.rate, "rate", nexmark.DefaultRate, "events per second of event time")
 	fl.Int64Var(&f.seed, "seed", 0, "seed of the random draws")
+	fl.IntVar(&f.cluster, "cluster", 0, "run each query on a local cluster of this many TaskManagers (child processes, with a JobManager; weir cluster start's), submitted as weir run nexmark --jobmanager, and count the CPU of every process (default 0: in this process)")
 	addNexmarkJobFlags(fl, &f.nexmarkRunFlags)
 	fl.Lookup("state-backend").Hidden = true
 	fl.Lookup("restore").Hidden = true
@@ -451,6 +475,12 @@ func runNexmarkReport(cmd *cobra.Command, f nexmarkReportFlags) error {
 	if _, _, err := nexmarkSource(cmd, &f.nexmarkRunFlags); err != nil {
 		return err
 	}
+	if f.cluster < 0 || f.cluster > 64 {
+		return fmt.Errorf("--cluster is %d: use 1 to 64 TaskManagers, or 0 to run in this process", f.cluster)
+	}
+	if f.cluster > 0 && f.profileDir != "" {
+		return errors.New("--cpu-profile-dir profiles this process: it does not apply to --cluster, whose jobs run in the TaskManagers")
+	}
 	if f.profileDir != "" {
 		if err := os.MkdirAll(f.profileDir, 0o755); err != nil {
 			return fmt.Errorf("cannot create --cpu-profile-dir: %w", err)
@@ -471,8 +501,21 @@ func runNexmarkReport(cmd *cobra.Command, f nexmarkReportFlags) error {
 			ckpt += " (incremental on pebble)"
 		}
 	}
-	fmt.Fprintf(w, "Nexmark, %d events (rate %v/s of event time, seed %d), parallelism %d, checkpoints: %s; blackhole sinks.\n\n",
+	var lc *localCluster
+	if f.cluster > 0 {
+		var err error
+		if lc, err = startLocalCluster(f.cluster, (f.parallelism+f.cluster-1)/f.cluster); err != nil {
+			return err
+		}
+		defer lc.stop()
+	}
+	fmt.Fprintf(w, "Nexmark, %d events (rate %v/s of event time, seed %d), parallelism %d, checkpoints: %s; blackhole sinks.\n",
 		f.events, f.rate, f.seed, f.parallelism, ckpt)
+	if lc != nil {
+		fmt.Fprintf(w, "On a local cluster: a JobManager and %d TaskManagers of %d slots; CPU is every process's (the JobManager's, the TaskManagers', this one's); rows are not counted.\n",
+			f.cluster, lc.slots)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| query | state | events/s | events/s per core | Flink V1 per core | Flink V2 per core | weir / Flink V2 | wall | CPU | rows | checkpoints (n, p50, max, size) |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 	var failed []string
@@ -489,6 +532,20 @@ func runNexmarkReport(cmd *cobra.Command, f nexmarkReportFlags) error {
 				return fmt.Errorf("cannot create a checkpoint directory: %w", err)
 			}
 			opts.Checkpointing.Storage = dir
+			if lc != nil {
+				res, err := lc.run(ctx, q.Name, run, dir)
+				os.RemoveAll(dir)
+				if ctx.Err() != nil {
+					return fmt.Errorf("nexmark report interrupted during %s on %s", q.Name, backend)
+				}
+				if err != nil {
+					failed = append(failed, q.Name+" on "+backend)
+					fmt.Fprintf(w, "| %s | %s | failed: %s |\n", q.Name, backend, strings.ReplaceAll(err.Error(), "|", "/"))
+					continue
+				}
+				fmt.Fprintln(w, reportRow(res, backend))
+				continue
+			}
 			src, events, _ := nexmarkSource(cmd, &run)
 			stopProfile, err := startProfile(f.profileDir, q.Name+"-"+backend+".prof")
 			if err != nil {
@@ -546,11 +603,132 @@ func reportRow(r queries.Result, backend string) string {
 	}
 	p50, pmax := r.CheckpointDurations()
 	_, smax := r.CheckpointSizes()
-	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %.2fs | %.2fs | %d | %d, %v, %v, %s |",
+	rows := "–"
+	if r.Rows >= 0 {
+		rows = strconv.FormatInt(r.Rows, 10)
+	}
+	ckpts := fmt.Sprintf("%d, %v, %v, %s", r.Checkpoints.Completed, p50.Round(time.Millisecond), pmax.Round(time.Millisecond), byteSize(smax))
+	if r.Completed == nil && r.Checkpoints.LatestCompleted > 0 {
+		// A cluster's: the JobManager reports the latest one only.
+		ckpts = fmt.Sprintf("latest id %d", r.Checkpoints.LatestCompleted)
+	}
+	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s | %s | %.2fs | %.2fs | %s | %s |",
 		r.Query, backend, kilo(r.EventsPerSecond()), kilo(r.EventsPerCore()), v1, v2, ratio,
-		r.Wall.Seconds(), r.CPU.Seconds(), r.Rows,
-		r.Checkpoints.Completed, p50.Round(time.Millisecond), pmax.Round(time.Millisecond), byteSize(smax))
+		r.Wall.Seconds(), r.CPU.Seconds(), rows, ckpts)
 }
 
 // kilo writes a rate in thousands, as the Nexmark tables do.
 func kilo(v float64) string { return fmt.Sprintf("%.0f K", v/1000) }
+
+// --- weir nexmark report --cluster --------------------------------------------
+
+// localCluster is the local cluster of weir nexmark report --cluster: a
+// JobManager and TaskManagers, child processes started as weir cluster
+// start does, in a state directory of their own.
+type localCluster struct {
+	dir   string
+	st    clusterState
+	slots int
+}
+
+func startLocalCluster(tms, slots int) (*localCluster, error) {
+	dir, err := os.MkdirTemp("", "weir-nexmark-cluster-")
+	if err != nil {
+		return nil, fmt.Errorf("cannot create the local cluster's state directory: %w", err)
+	}
+	if err := clusterStart(dir, "127.0.0.1:0", "127.0.0.1:0", "", tms, slots, 30*time.Second); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("--cluster: %w", err)
+	}
+	st, err := readClusterState(filepath.Join(dir, clusterPidFile))
+	if err != nil {
+		clusterStop(dir)
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("--cluster: %w", err)
+	}
+	return &localCluster{dir: dir, st: st, slots: slots}, nil
+}
+
+func (lc *localCluster) stop() {
+	clusterStop(lc.dir)
+	os.RemoveAll(lc.dir)
+}
+
+// cpu is the CPU time that this process and the cluster's have used.
+func (lc *localCluster) cpu() (time.Duration, error) {
+	total, err := processCPU(os.Getpid())
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range append([]clusterProc{lc.st.JobManager}, lc.st.TaskManagers...) {
+		d, err := processCPU(p.Pid)
+		if err != nil {
+			return 0, fmt.Errorf("a process of the local cluster is gone (logs in %s): %w", lc.dir, err)
+		}
+		total += d
+	}
+	return total, nil
+}
+
+// run submits query q with the job flags of f (weir run nexmark's) and
+// checkpoints under ckpt, follows it to its end, and measures it.
+func (lc *localCluster) run(ctx context.Context, q string, f nexmarkRunFlags, ckpt string) (queries.Result, error) {
+	args := []string{"--query=" + q, "--events=" + strconv.FormatInt(f.events, 10), "--rate=" + strconv.FormatFloat(f.rate, 'g', -1, 64),
+		"--seed=" + strconv.FormatInt(f.seed, 10), "--parallelism=" + strconv.Itoa(f.parallelism), "--state-backend=" + f.backend,
+		"--checkpoint-interval=" + f.interval.String(), "--checkpoint-dir=" + ckpt, "--restart=" + f.restart}
+	if f.incremental && f.backend == "pebble" {
+		args = append(args, "--incremental")
+	}
+	c, err := cluster.Dial(ctx, lc.st.RPCAddress, cluster.ClientOptions{})
+	if err != nil {
+		return queries.Result{}, err
+	}
+	defer c.Close()
+	cpu0, err := lc.cpu()
+	if err != nil {
+		return queries.Result{}, err
+	}
+	start := time.Now()
+	id, err := c.Submit(ctx, "nexmark", args)
+	if err != nil {
+		return queries.Result{}, err
+	}
+	st, err := followJob(ctx, c, id, io.Discard, time.Minute)
+	wall := time.Since(start)
+	if err != nil {
+		return queries.Result{}, err
+	}
+	cpu1, err := lc.cpu()
+	if err != nil {
+		return queries.Result{}, err
+	}
+	if st.State != "FINISHED" {
+		return queries.Result{}, fmt.Errorf("job %s ended %s: %s", id, st.State, flatLine(st.Error))
+	}
+	res := queries.Result{Query: q, Events: f.events, Rows: -1, Wall: wall, CPU: cpu1 - cpu0}
+	res.Checkpoints.LatestCompleted = st.LastCheckpoint
+	res.Checkpoints.Restarts = st.Restarts
+	return res, nil
+}
+
+// processCPU is the user and system CPU time that process pid has used,
+// from /proc/PID/stat (Linux; in clock ticks of 1/100 s, USER_HZ).
+func processCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command's name, in parentheses, may hold spaces.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state): utime and stime are fields 14 and 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, b)
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, b)
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond, nil
+}
