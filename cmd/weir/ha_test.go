@@ -1,0 +1,278 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/internal/ha/etcdtest"
+	"github.com/weirstream/weir/internal/rest"
+)
+
+// haTTL is the session TTL of the HA process tests: short, so a failover
+// after SIGKILL takes about this long.
+const haTTL = 2 * time.Second
+
+func haArgs(endpoint, cluster string) []string {
+	return []string{"--ha", "etcd", "--ha-endpoints", endpoint, "--ha-cluster-id", cluster, "--ha-session-ttl", haTTL.String()}
+}
+
+// haJM is one `weir jobmanager --ha etcd` process.
+type haJM struct {
+	p         *roleProc
+	name, url string
+}
+
+// startHAJobManager starts a JobManager and waits until it stands by (its
+// REST API is up), or leads when lead is set.
+func startHAJobManager(t *testing.T, endpoint, cluster, rpc string, extra ...string) *haJM {
+	t.Helper()
+	args := append([]string{"jobmanager", "--rpc-address", rpc, "--rest-address", "127.0.0.1:0"}, haArgs(endpoint, cluster)...)
+	args = append(args, extra...)
+	p, got := startRole(t, nil, args, `REST API on (http\S+)`, `JobManager (\S+) standing by`)
+	return &haJM{p: p, url: got[0], name: got[1]}
+}
+
+// waitLine waits until p prints a line matching re (substring), within d.
+func waitLine(t *testing.T, p *roleProc, substr string, d time.Duration) time.Time {
+	t.Helper()
+	timeout := time.After(d)
+	for {
+		select {
+		case l := <-p.lines:
+			if strings.Contains(l, substr) {
+				return time.Now()
+			}
+		case <-p.exited:
+			t.Fatalf("process exited before printing %q; stderr:\n%s", substr, p.stderr.String())
+		case <-timeout:
+			t.Fatalf("no %q within %v; stderr:\n%s", substr, d, p.stderr.String())
+		}
+	}
+}
+
+// noRedirect is a client that shows redirects instead of following them.
+var noRedirect = &http.Client{
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	Timeout:       5 * time.Second,
+}
+
+func overview(t *testing.T, url string) (int, string, rest.ClusterOverview) {
+	t.Helper()
+	resp, err := noRedirect.Get(url + "/overview")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var o rest.ClusterOverview
+	if resp.StatusCode == http.StatusOK {
+		if err := json.NewDecoder(resp.Body).Decode(&o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return resp.StatusCode, resp.Header.Get("Location"), o
+}
+
+// leaderOf waits until one of jms leads (its /overview answers 200) and
+// returns it.
+func leaderOf(t *testing.T, d time.Duration, jms ...*haJM) *haJM {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		for _, jm := range jms {
+			if code, _, o := overview(t, jm.url); code == http.StatusOK && o.HighAvailability != nil && o.HighAvailability.Leader.Name == jm.name {
+				return jm
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no JobManager leads within %v", d)
+	return nil
+}
+
+// TestHAFailover: two JobManagers on one etcd and two TaskManagers that
+// find the leader through etcd (one) and through a list (the other). The
+// standby's REST API redirects to the leader (307), whose /overview names
+// itself and the standby. The leader is killed with SIGKILL: the standby
+// leads within the session TTL and a bit, both TaskManagers register with
+// it, and its REST API now serves.
+func TestHAFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real weir processes")
+	}
+	t.Parallel()
+	e := etcdtest.Start(t)
+	rpcA, rpcB := freeAddr(t), freeAddr(t)
+	a := startHAJobManager(t, e.Endpoint(), "failover", rpcA)
+	first := leaderOf(t, 15*time.Second, a)
+	b := startHAJobManager(t, e.Endpoint(), "failover", rpcB)
+
+	tmEtcd, _ := startRole(t, nil, append([]string{"taskmanager"}, haArgs(e.Endpoint(), "failover")...), `msg=registered`)
+	tmList, _ := startRole(t, nil, []string{"taskmanager", "--jobmanager", rpcB + "," + rpcA}, `msg=registered`)
+	waitTaskManagers(t, first.url, "both TaskManagers registered with the leader", func(m map[string]rest.TaskManagerEntry) bool { return len(m) == 2 })
+
+	code, loc, _ := overview(t, b.url)
+	if code != http.StatusTemporaryRedirect || loc != a.url+"/overview" {
+		t.Fatalf("standby /overview = %d to %q, want 307 to %s/overview", code, loc, a.url)
+	}
+	_, _, o := overview(t, a.url)
+	h := o.HighAvailability
+	if h == nil || h.Leader.Name != a.name || h.Leader.RPCAddress != rpcA || len(h.Standbys) != 1 || h.Standbys[0].Name != b.name || h.ClusterID != "failover" || h.LeaderRevision == 0 {
+		t.Fatalf("leader /overview high-availability = %+v", h)
+	}
+
+	killed := time.Now()
+	a.p.cmd.Process.Kill()
+	<-a.p.exited
+	led := waitLine(t, b.p, "leads cluster failover", haTTL+10*time.Second)
+	took := led.Sub(killed)
+	t.Logf("SIGKILL of the leader to the standby leading: %v (session TTL %v)", took.Round(time.Millisecond), haTTL)
+	if took > haTTL+3*time.Second {
+		t.Errorf("failover took %v, more than the TTL %v + 3s", took, haTTL)
+	}
+	if leaderOf(t, 5*time.Second, b) != b {
+		t.Fatal("b does not serve as the leader")
+	}
+	waitTaskManagers(t, b.url, "both TaskManagers registered with the new leader", func(m map[string]rest.TaskManagerEntry) bool { return len(m) == 2 })
+	t.Logf("both TaskManagers registered with the new leader %v after it led", time.Since(led).Round(time.Millisecond))
+	_, _, o = overview(t, b.url)
+	if o.HighAvailability.LeaderRevision <= h.LeaderRevision || len(o.HighAvailability.Standbys) != 0 {
+		t.Fatalf("new leader's high-availability = %+v (old revision %d)", o.HighAvailability, h.LeaderRevision)
+	}
+	for _, tm := range []*roleProc{tmEtcd, tmList} {
+		select {
+		case <-tm.exited:
+			t.Fatalf("a TaskManager exited: %s", tm.stderr.String())
+		default:
+		}
+	}
+}
+
+// TestHADeposedLeaderStepsDown: the leader is paused with SIGSTOP past its
+// session TTL; the standby leads; resumed, the old leader finds its
+// session gone, stops serving the control plane and stands by: its REST
+// API redirects to the new leader, and the TaskManager stays with the new
+// one. (That its writes fail on the revision guard is proved in
+// internal/ha: TestDeposedLeaderCannotWrite.)
+func TestHADeposedLeaderStepsDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real weir processes")
+	}
+	t.Parallel()
+	e := etcdtest.Start(t)
+	a := startHAJobManager(t, e.Endpoint(), "pause", "127.0.0.1:0")
+	leaderOf(t, 15*time.Second, a)
+	b := startHAJobManager(t, e.Endpoint(), "pause", "127.0.0.1:0")
+	startRole(t, nil, append([]string{"taskmanager"}, haArgs(e.Endpoint(), "pause")...), `msg=registered`)
+
+	if err := a.p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitLine(t, b.p, "leads cluster pause", haTTL+10*time.Second)
+	waitTaskManagers(t, b.url, "the TaskManager registered with the new leader", func(m map[string]rest.TaskManagerEntry) bool { return len(m) == 1 })
+	time.Sleep(500 * time.Millisecond)
+	if err := a.p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitLine(t, a.p, "lost the leadership", 10*time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		code, loc, _ := overview(t, a.url)
+		if code == http.StatusTemporaryRedirect && loc == b.url+"/overview" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("resumed old leader's /overview = %d to %q, want 307 to %s", code, loc, b.url)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if m := taskManagers(t, b.url); len(m) != 1 {
+		t.Fatalf("new leader lists %d TaskManagers", len(m))
+	}
+}
+
+// TestHABadInput: each mistake of the HA flags exits non-zero with one
+// line naming it, and a JobManager that cannot reach etcd exits at once.
+func TestHABadInput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real weir processes")
+	}
+	t.Parallel()
+	dead := freeAddr(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"etcd unreachable", []string{"jobmanager", "--rest-address", "off", "--ha", "etcd", "--ha-endpoints", dead, "--ha-cluster-id", "c"}, "weir: high availability: etcd at " + dead + " did not answer within 5s"},
+		{"no endpoints", []string{"jobmanager", "--rest-address", "off", "--ha", "etcd", "--ha-cluster-id", "c"}, "--ha etcd needs --ha-endpoints"},
+		{"no cluster id", []string{"jobmanager", "--rest-address", "off", "--ha", "etcd", "--ha-endpoints", dead}, "--ha etcd needs --ha-cluster-id"},
+		{"bad mode", []string{"jobmanager", "--rest-address", "off", "--ha", "zookeeper"}, `--ha is "zookeeper": use none or etcd`},
+		{"endpoints without ha", []string{"jobmanager", "--rest-address", "off", "--rpc-address", "127.0.0.1:0", "--ha-endpoints", dead}, "--ha-endpoints and --ha-cluster-id need --ha etcd"},
+		{"bad cluster id", []string{"jobmanager", "--rest-address", "off", "--ha", "etcd", "--ha-endpoints", dead, "--ha-cluster-id", "a/b"}, `cluster id "a/b"`},
+		{"bad ttl", []string{"jobmanager", "--rest-address", "off", "--ha", "etcd", "--ha-endpoints", dead, "--ha-cluster-id", "c", "--ha-session-ttl", "1500ms"}, "whole seconds"},
+		{"taskmanager etcd unreachable", []string{"taskmanager", "--ha", "etcd", "--ha-endpoints", dead, "--ha-cluster-id", "c"}, "did not answer within 5s"},
+		{"bad jobmanager list", []string{"taskmanager", "--jobmanager", "127.0.0.1:1,nohost"}, `--jobmanager: "nohost" is not host:port`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			_, stderr, code := runWeirEnv(t, nil, tc.args...)
+			last := lastLine([]byte(stderr))
+			if code == 0 || !strings.Contains(last, tc.want) {
+				t.Errorf("exit %d, last line %q; want non-zero and %q; stderr:\n%s", code, last, tc.want, stderr)
+			}
+			if d := time.Since(start); d > 15*time.Second {
+				t.Errorf("took %v", d)
+			}
+		})
+	}
+}
+
+// TestHAFailoverTimes measures SIGKILL of the leader to the standby
+// serving, over WEIR_HA_FAILOVERS kills (opt-in: WEIR_HA_FAILOVERS=10).
+func TestHAFailoverTimes(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("WEIR_HA_FAILOVERS"))
+	if n <= 0 {
+		t.Skip("set WEIR_HA_FAILOVERS=10 to measure 10 failovers")
+	}
+	e := etcdtest.Start(t)
+	jms := []*haJM{startHAJobManager(t, e.Endpoint(), "bench", "127.0.0.1:0")}
+	leaderOf(t, 15*time.Second, jms[0])
+	jms = append(jms, startHAJobManager(t, e.Endpoint(), "bench", "127.0.0.1:0"))
+	startRole(t, nil, append([]string{"taskmanager"}, haArgs(e.Endpoint(), "bench")...), `msg=registered`)
+	var serve, register []time.Duration
+	for i := 0; i < n; i++ {
+		old := leaderOf(t, 15*time.Second, jms...)
+		var standby *haJM
+		for _, jm := range jms {
+			if jm != old {
+				standby = jm
+			}
+		}
+		waitTaskManagers(t, old.url, "the TaskManager registered", func(m map[string]rest.TaskManagerEntry) bool { return len(m) == 1 })
+		killed := time.Now()
+		old.p.cmd.Process.Kill()
+		<-old.p.exited
+		leaderOf(t, haTTL+10*time.Second, standby)
+		serve = append(serve, time.Since(killed))
+		waitTaskManagers(t, standby.url, "the TaskManager registered with the new leader", func(m map[string]rest.TaskManagerEntry) bool { return len(m) == 1 })
+		register = append(register, time.Since(killed))
+		jms = []*haJM{standby, startHAJobManager(t, e.Endpoint(), "bench", "127.0.0.1:0")}
+	}
+	p50 := func(d []time.Duration) (time.Duration, time.Duration) {
+		s := slices.Clone(d)
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		return s[len(s)/2], s[len(s)-1]
+	}
+	sp, sm := p50(serve)
+	rp, rm := p50(register)
+	t.Logf("session TTL %v, %d SIGKILLs of the leader: new leader serving p50 %v max %v; TaskManager registered with it p50 %v max %v",
+		haTTL, n, sp.Round(time.Millisecond), sm.Round(time.Millisecond), rp.Round(time.Millisecond), rm.Round(time.Millisecond))
+}
