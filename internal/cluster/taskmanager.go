@@ -286,6 +286,7 @@ func (tm *TaskManager) Run(ctx context.Context) error {
 		if again != "" {
 			log.Warn("told to register again", "reason", again)
 			tm.setRegistration("", "")
+			attempt = 0 // a JobManager answered (after a failover, the new leader): register at once
 			continue
 		}
 		if attached {
