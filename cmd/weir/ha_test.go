@@ -20,8 +20,10 @@ import (
 // after SIGKILL takes about this long.
 const haTTL = 2 * time.Second
 
-func haArgs(endpoint, cluster string) []string {
-	return []string{"--ha", "etcd", "--ha-endpoints", endpoint, "--ha-cluster-id", cluster, "--ha-session-ttl", haTTL.String()}
+func haArgs(endpoint, cluster string) []string { return haArgsTTL(endpoint, cluster, haTTL) }
+
+func haArgsTTL(endpoint, cluster string, ttl time.Duration) []string {
+	return []string{"--ha", "etcd", "--ha-endpoints", endpoint, "--ha-cluster-id", cluster, "--ha-session-ttl", ttl.String()}
 }
 
 // haJM is one `weir jobmanager --ha etcd` process.
@@ -34,7 +36,12 @@ type haJM struct {
 // REST API is up), or leads when lead is set.
 func startHAJobManager(t *testing.T, endpoint, cluster, rpc string, extra ...string) *haJM {
 	t.Helper()
-	args := append([]string{"jobmanager", "--rpc-address", rpc, "--rest-address", "127.0.0.1:0"}, haArgs(endpoint, cluster)...)
+	return startHAJobManagerTTL(t, endpoint, cluster, rpc, haTTL, extra...)
+}
+
+func startHAJobManagerTTL(t *testing.T, endpoint, cluster, rpc string, ttl time.Duration, extra ...string) *haJM {
+	t.Helper()
+	args := append([]string{"jobmanager", "--rpc-address", rpc, "--rest-address", "127.0.0.1:0"}, haArgsTTL(endpoint, cluster, ttl)...)
 	args = append(args, extra...)
 	p, got := startRole(t, nil, args, `REST API on (http\S+)`, `JobManager (\S+) standing by`)
 	return &haJM{p: p, url: got[0], name: got[1]}
@@ -236,17 +243,26 @@ func TestHABadInput(t *testing.T) {
 }
 
 // TestHAFailoverTimes measures SIGKILL of the leader to the standby
-// serving, over WEIR_HA_FAILOVERS kills (opt-in: WEIR_HA_FAILOVERS=10).
+// serving, over WEIR_HA_FAILOVERS kills (opt-in: WEIR_HA_FAILOVERS=10),
+// with the session TTL WEIR_HA_TTL (default 2s).
 func TestHAFailoverTimes(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("WEIR_HA_FAILOVERS"))
 	if n <= 0 {
 		t.Skip("set WEIR_HA_FAILOVERS=10 to measure 10 failovers")
 	}
+	ttl := haTTL
+	if v := os.Getenv("WEIR_HA_TTL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("WEIR_HA_TTL: %v", err)
+		}
+		ttl = d
+	}
 	e := etcdtest.Start(t)
-	jms := []*haJM{startHAJobManager(t, e.Endpoint(), "bench", "127.0.0.1:0")}
+	jms := []*haJM{startHAJobManagerTTL(t, e.Endpoint(), "bench", "127.0.0.1:0", ttl)}
 	leaderOf(t, 15*time.Second, jms[0])
-	jms = append(jms, startHAJobManager(t, e.Endpoint(), "bench", "127.0.0.1:0"))
-	startRole(t, nil, append([]string{"taskmanager"}, haArgs(e.Endpoint(), "bench")...), `msg=registered`)
+	jms = append(jms, startHAJobManagerTTL(t, e.Endpoint(), "bench", "127.0.0.1:0", ttl))
+	startRole(t, nil, append([]string{"taskmanager"}, haArgsTTL(e.Endpoint(), "bench", ttl)...), `msg=registered`)
 	var serve, register []time.Duration
 	for i := 0; i < n; i++ {
 		old := leaderOf(t, 15*time.Second, jms...)
@@ -260,11 +276,11 @@ func TestHAFailoverTimes(t *testing.T) {
 		killed := time.Now()
 		old.p.cmd.Process.Kill()
 		<-old.p.exited
-		leaderOf(t, haTTL+10*time.Second, standby)
+		leaderOf(t, ttl+10*time.Second, standby)
 		serve = append(serve, time.Since(killed))
 		waitTaskManagers(t, standby.url, "the TaskManager registered with the new leader", func(m map[string]rest.TaskManagerEntry) bool { return len(m) == 1 })
 		register = append(register, time.Since(killed))
-		jms = []*haJM{standby, startHAJobManager(t, e.Endpoint(), "bench", "127.0.0.1:0")}
+		jms = []*haJM{standby, startHAJobManagerTTL(t, e.Endpoint(), "bench", "127.0.0.1:0", ttl)}
 	}
 	p50 := func(d []time.Duration) (time.Duration, time.Duration) {
 		s := slices.Clone(d)
@@ -274,5 +290,5 @@ func TestHAFailoverTimes(t *testing.T) {
 	sp, sm := p50(serve)
 	rp, rm := p50(register)
 	t.Logf("session TTL %v, %d SIGKILLs of the leader: new leader serving p50 %v max %v; TaskManager registered with it p50 %v max %v",
-		haTTL, n, sp.Round(time.Millisecond), sm.Round(time.Millisecond), rp.Round(time.Millisecond), rm.Round(time.Millisecond))
+		ttl, n, sp.Round(time.Millisecond), sm.Round(time.Millisecond), rp.Round(time.Millisecond), rm.Round(time.Millisecond))
 }
