@@ -13,7 +13,6 @@ import (
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/jobmaster"
-	"github.com/weirstream/weir/internal/network"
 	"github.com/weirstream/weir/internal/opstate"
 	"github.com/weirstream/weir/internal/restart"
 	"github.com/weirstream/weir/internal/runtime"
@@ -263,41 +262,14 @@ type JobClient struct {
 
 // ExecuteAsync starts the job and returns its handle at once.
 func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobClient, error) {
-	if err := errors.Join(e.errs...); err != nil {
-		return nil, fmt.Errorf("job %q is not valid: %w", jobName, err)
-	}
-	opts := e.opts
-	opts.EnsureDefaults()
-	if err := opts.Validate(); err != nil {
-		return nil, err
-	}
-	if opts.JobID == "" {
-		opts.JobID = jobName
-	}
-	jg, err := compile(e, opts, jobName)
+	opts, jg, err := e.prepareJob(jobName)
 	if err != nil {
 		return nil, err
 	}
-	jmOpts, err := jobMasterOptions(opts)
+	jmOpts, veto, err := e.masterOptions(opts)
 	if err != nil {
 		return nil, err
 	}
-	if !opts.Checkpointing.RetainOnCancel && !opts.Checkpointing.DiscardOnCancel && e.committingSinks() > 0 {
-		// The sinks' committed output is visible: a cancel must not delete
-		// what the next run needs to go on after it.
-		jmOpts.RetainOnCancel = true
-	}
-	if opts.OnRestore != nil {
-		jmOpts.OnRestore = func(r *jobmaster.Restored, restart bool) {
-			if r == nil {
-				opts.OnRestore(RestoreInfo{})
-				return
-			}
-			opts.OnRestore(RestoreInfo{ID: r.Metadata.ID, Savepoint: r.Metadata.Kind == checkpoint.KindSavepoint, URL: r.URL(), Restart: restart})
-		}
-	}
-	veto := &restart.Vetoable{Strategy: jmOpts.Restart}
-	jmOpts.Restart = veto
 	info := newJobInfo(opts, jobName, jg)
 	jmOpts.OnFailure = info.Failed
 	if opts.Checkpointing.store == nil {
@@ -342,40 +314,14 @@ func (e *Environment) ExecuteAsync(ctx context.Context, jobName string) (*JobCli
 		}()
 	}
 	logger := opts.Logger.With("job", opts.JobID)
+	spec := buildSpec{opts: opts, jg: jg, logger: logger, veto: veto}
 	deploy := func(ctx context.Context, attempt int, restore *jobmaster.Restored, resp runtime.Responder) (*jobmaster.Deployment, error) {
-		bc := &buildCtx{ctx: ctx, opts: opts, jg: jg, stop: make(chan struct{}), logger: logger,
-			restore: restore, responder: resp, attempt: attempt}
-		if err := bc.checkRestoreCoverage(e); err != nil {
-			veto.Veto() // no restart can cure it (restart.Vetoable)
-			return nil, err
-		}
-		if opts.Exchange == "tcp" {
-			// Small buffers: in-flight data under backpressure stays close to
-			// what the in-process queues hold (QueueSize batches), so that
-			// barriers are not held up behind megabytes (weir has no buffer
-			// debloating yet).
-			x, err := runtime.NewNetExchange(network.Options{Logger: logger, BufferSize: 4 << 10, FloatingBuffers: 2, SenderBuffers: 2})
-			if err != nil {
-				return nil, fmt.Errorf("weir: Options.Exchange tcp: %w", err)
-			}
-			bc.net = x
-		}
-		tasks, err := bc.deploy(e)
+		tasks, stop, err := e.build(ctx, spec, attempt, restore, resp)
 		if err != nil {
-			if bc.net != nil {
-				bc.net.Close()
-			}
-			var rr *repeatRefusal
-			if errors.As(err, &rr) {
-				veto.Veto()
-			}
 			return nil, err
-		}
-		if bc.net != nil {
-			bc.net.Start() // it closes itself when the attempt's channels end
 		}
 		info.Deployed(attempt, tasks)
-		return &jobmaster.Deployment{Tasks: tasks, Stop: bc.stop}, nil
+		return &jobmaster.Deployment{Tasks: tasks, Stop: stop}, nil
 	}
 	jm, err := jobmaster.New(jmOpts, jobmaster.NewLocalGateway(deploy, logger))
 	if err != nil {

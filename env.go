@@ -9,6 +9,7 @@ import (
 
 	"github.com/weirstream/weir/internal/adapt"
 	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/deploy"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/jobmaster"
 	"github.com/weirstream/weir/internal/keygroup"
@@ -80,6 +81,9 @@ type edge interface {
 	createChannels(bc *buildCtx)
 	// attach binds the channels' receiving ends to the consumer's subtasks.
 	attach(bc *buildCtx)
+	// types names the edge's record type and its codec's type ("none"
+	// when the type has no codec): part of the graph's fingerprint.
+	types() (record, codec string)
 }
 
 type edgeCommon struct {
@@ -183,6 +187,23 @@ type buildCtx struct {
 	net *runtime.NetExchange
 	// chans is the restored checkpoint's channel state (unaligned.go).
 	chans *restoredChannels
+	// self and place: on a worker of a cluster, the worker's id and the
+	// attempt's placement, of which only self's subtasks are built; nil
+	// place in local mode (every subtask is built).
+	self  string
+	place *deploy.Placement
+	// remote carries the edges between self and other workers.
+	remote *runtime.Exchange
+}
+
+// here reports whether subtask s of vertex v is built in this deployment.
+func (bc *buildCtx) here(v graph.VertexID, s int) bool {
+	return bc.place == nil || bc.place.Worker(int(v), s) == bc.self
+}
+
+// hereNode reports whether subtask s of n's vertex is built here.
+func (bc *buildCtx) hereNode(n *nodeBase, s int) bool {
+	return bc.here(bc.jg.VertexOf[n.id], s)
 }
 
 func (bc *buildCtx) fail(err error) {
@@ -237,7 +258,9 @@ func (bc *buildCtx) deploy(e *Environment) ([]*runtime.Task, error) {
 	}
 	for _, v := range bc.jg.Vertices {
 		for s := range v.Parallelism {
-			e.nodes[v.Head].buildHead(bc, s)
+			if bc.here(v.ID, s) {
+				e.nodes[v.Head].buildHead(bc, s)
+			}
 		}
 	}
 	if bc.err != nil {
@@ -254,20 +277,35 @@ func (bc *buildCtx) deploy(e *Environment) ([]*runtime.Task, error) {
 	if err := bc.checkChannelCoverage(); err != nil {
 		return nil, err
 	}
-	for _, n := range e.nodes {
-		if p := n.base().prepare; p != nil {
-			if err := p(bc); err != nil {
-				return nil, fmt.Errorf("operator %q: %w", n.base().name, err)
-			}
+	if bc.place == nil {
+		// On a cluster the JobManager prepares, before any worker deploys
+		// (deploy.Plan.Prepare).
+		if err := bc.prepareNodes(e); err != nil {
+			return nil, err
 		}
 	}
 	var tasks []*runtime.Task
-	for _, vt := range bc.tasks {
-		for _, cfg := range vt {
-			tasks = append(tasks, runtime.NewTask(*cfg))
+	for v, vt := range bc.tasks {
+		for s, cfg := range vt {
+			if bc.here(graph.VertexID(v), s) {
+				tasks = append(tasks, runtime.NewTask(*cfg))
+			}
 		}
 	}
 	return tasks, nil
+}
+
+// prepareNodes runs the nodes' prepare functions (sinks: re-commit and
+// clean up after a restore), once per attempt before any task starts.
+func (bc *buildCtx) prepareNodes(e *Environment) error {
+	for _, n := range e.nodes {
+		if p := n.base().prepare; p != nil {
+			if err := p(bc); err != nil {
+				return fmt.Errorf("operator %q: %w", n.base().name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // opEnv is what an operator instance knows about its place in the job.

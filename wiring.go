@@ -1,6 +1,9 @@
 package weir
 
 import (
+	"fmt"
+	"reflect"
+
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/metrics"
@@ -123,11 +126,16 @@ func (e *typedEdge[T]) createChannels(bc *buildCtx) {
 	e.wchans = e.chans
 	e.setupChannelState(bc, prod, cons)
 	var cd codec.Codec[T]
-	if bc.net != nil {
+	if bc.net != nil || bc.place != nil {
 		var err error
-		if cd, err = codec.Of[T](); err != nil {
+		if cd, err = codec.Of[T](); err != nil && bc.place != nil && e.crosses(bc, prod, cons) {
+			bc.fail(fmt.Errorf("the edge %s crosses workers, but its records have no codec: %w", e.describe(), err))
+			return
+		} else if err != nil {
 			bc.logger.Debug("exchange tcp: edge stays in process", "err", err)
-		} else {
+			cd = nil
+		}
+		if cd != nil {
 			e.wchans = make([][]*runtime.Channel[T], cons)
 		}
 	}
@@ -136,21 +144,82 @@ func (e *typedEdge[T]) createChannels(bc *buildCtx) {
 		if cd != nil {
 			e.wchans[c] = make([]*runtime.Channel[T], prod)
 		}
-		doorbell := bc.task(e.to.target(), c).Doorbell
+		cHere := bc.hereNode(e.to.target(), c)
 		for p := range prod {
-			if e.connected(c, p) {
+			if !e.connected(c, p) {
+				continue
+			}
+			pHere := bc.hereNode(e.from, p)
+			switch {
+			case cHere && pHere:
+				doorbell := bc.task(e.to.target(), c).Doorbell
 				e.chans[c][p] = runtime.NewChannel[T](bc.opts.QueueSize, doorbell, nil)
-				if cd != nil {
+				if bc.net != nil && cd != nil {
 					w, err := runtime.Bridge(bc.net, e.chans[c][p], cd, bc.stop)
 					if err != nil {
 						bc.fail(err)
 						return
 					}
 					e.wchans[c][p] = w
+				} else if cd != nil {
+					e.wchans[c][p] = e.chans[c][p]
+				}
+			case pHere:
+				// The consumer is on another worker: the writer sends into
+				// a network output channel of this worker's node.
+				w, err := runtime.Send(bc.remote, e.channelName(bc, p, c), cd, bc.opts.QueueSize, bc.stop)
+				if err != nil {
+					bc.fail(fmt.Errorf("edge %s: %w", e.describe(), err))
+					return
+				}
+				e.wchans[c][p] = w
+			case cHere:
+				// The producer is on another worker: the input reads what
+				// arrives from its node.
+				doorbell := bc.task(e.to.target(), c).Doorbell
+				e.chans[c][p] = runtime.NewChannel[T](bc.opts.QueueSize, doorbell, nil)
+				addr := bc.place.Workers[bc.place.Worker(int(bc.jg.VertexOf[e.from.id]), p)]
+				if err := runtime.Receive(bc.remote, e.chans[c][p], addr, e.channelName(bc, p, c), cd, bc.stop); err != nil {
+					bc.fail(fmt.Errorf("edge %s: %w", e.describe(), err))
+					return
 				}
 			}
 		}
 	}
+}
+
+// crosses reports whether a connected pair of e's subtasks runs on two
+// workers.
+func (e *typedEdge[T]) crosses(bc *buildCtx, prod, cons int) bool {
+	for c := range cons {
+		for p := range prod {
+			if e.connected(c, p) && bc.hereNode(e.from, p) != bc.hereNode(e.to.target(), c) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// channelName names the network channel from producer p to consumer c of
+// e: the job, the attempt and the edge, so that a channel of one attempt
+// never connects to another's.
+func (e *typedEdge[T]) channelName(bc *buildCtx, p, c int) string {
+	return fmt.Sprintf("%s/attempt-%d/edge-%d/%d->%d", bc.opts.JobID, bc.attempt, e.id, p, c)
+}
+
+// types implements edge.
+func (e *typedEdge[T]) types() (string, string) {
+	t := reflect.TypeFor[T]()
+	rec := t.String()
+	if t.PkgPath() != "" {
+		rec = t.PkgPath() + "." + t.Name()
+	}
+	cd, err := codec.Of[T]()
+	if err != nil {
+		return rec, "none"
+	}
+	return rec, fmt.Sprintf("%T", cd)
 }
 
 func (e *typedEdge[T]) writer(bc *buildCtx, s int) runtime.Output[T] {
@@ -178,6 +247,9 @@ func (e *typedEdge[T]) writer(bc *buildCtx, s int) runtime.Output[T] {
 
 func (e *typedEdge[T]) attach(bc *buildCtx) {
 	for c, row := range e.chans {
+		if !bc.hereNode(e.to.target(), c) {
+			continue
+		}
 		cfg := bc.task(e.to.target(), c)
 		dst := e.to.builtInput(c)
 		for p, ch := range row {

@@ -23,6 +23,22 @@ type Plan struct {
 	// same flags give the same fingerprint; a worker refuses to deploy a
 	// part of a plan whose fingerprint differs from its own build's.
 	Fingerprint string
+	// Prepare, when set, runs in the process of the JobManager once per
+	// attempt, before any worker deploys its part (NewGateway's Deploy):
+	// the sinks' commit of a restored checkpoint's transactions and the
+	// clean-up of what a failed attempt left, which must happen before any
+	// writer of the attempt exists. It is not data: it does not travel.
+	Prepare func(ctx context.Context, restore *jobmaster.Restored) error `json:"-"`
+}
+
+// Matches returns nil when other is the same graph as p (the same
+// fingerprint), else an error naming both: a worker refuses to deploy a
+// part of a plan its own build does not match.
+func (p Plan) Matches(other Plan) error {
+	if p.Fingerprint == other.Fingerprint {
+		return nil
+	}
+	return fmt.Errorf("deploy: job %q: this build's graph has fingerprint %s, the plan deployed %s: every process must run the same build of the job with the same flags", p.Job, p.Fingerprint, other.Fingerprint)
 }
 
 // Vertex is one vertex (chain of operators) of a Plan.

@@ -12,4 +12,16 @@
 // A worker in this process is a LocalWorker over a Job and a network.Node;
 // a TaskManager over gRPC is internal/cluster's remote worker, whose
 // TaskManager side drives a LocalWorker too.
+//
+// Spread is the pure placement: Flink's slot sharing (subtask s of every
+// vertex in slot s, so a job needs as many slots as its highest
+// parallelism), slots dealt round-robin over the workers sorted by id.
+//
+// Once per attempt, before any worker deploys, the gateway runs the plan's
+// Prepare in the JobManager's process: the sinks' commit of a restored
+// checkpoint's transactions and the clean-up of what a failed attempt
+// left, which must happen before any writer of the attempt exists on any
+// worker. The root package's Environment.Deployable builds the Job of a
+// program; its Build refuses a placement on more than one worker with
+// memory:// checkpoint storage.
 package deploy

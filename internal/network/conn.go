@@ -320,10 +320,14 @@ func (c *conn) gather(o *outChan, b *writeBatch) {
 		o.m.BytesOut.Add(int64(len(it.buf)))
 	} else {
 		h := b.header(frameHeaderLen + eventBodyLen)
-		putHeader(h, 5+eventBodyLen, frameEvent, id)
+		putHeader(h, 5+eventBodyLen+len(it.ev.Payload), frameEvent, id)
 		it.ev.appendBody(h[frameHeaderLen:frameHeaderLen])
 		b.vec = append(b.vec, h)
 		b.n += len(h)
+		if len(it.ev.Payload) > 0 {
+			b.vec = append(b.vec, it.ev.Payload)
+			b.n += len(it.ev.Payload)
+		}
 		if eop {
 			b.eops = append(b.eops, id)
 		}

@@ -51,7 +51,14 @@ type Event struct {
 	// consumer calls Resume on its InputChannel, after the snapshot, so that
 	// the consumer never buffers data during alignment.
 	Aligned bool
+	// Payload, at most MaxEventPayload bytes, travels with the event (a
+	// barrier's checkpoint options across processes); nil for none. The
+	// channel keeps it until sent: the caller must not change it.
+	Payload []byte
 }
+
+// MaxEventPayload is the longest Event.Payload.
+const MaxEventPayload = 4000
 
 func (e Event) String() string {
 	switch e.Kind {
@@ -75,26 +82,40 @@ func (e Event) appendBody(b []byte) []byte {
 	if e.Aligned {
 		flags |= 1
 	}
+	if len(e.Payload) > 0 {
+		flags |= 2
+	}
 	b = append(b, byte(e.Kind), flags)
 	b = binary.BigEndian.AppendUint64(b, uint64(e.ID))
 	return binary.BigEndian.AppendUint64(b, uint64(e.Timestamp))
 }
 
 func decodeEvent(b []byte) (Event, error) {
-	if len(b) != eventBodyLen {
+	if len(b) < eventBodyLen {
 		return Event{}, fmt.Errorf("%w: event body of %d bytes, want %d", ErrMalformed, len(b), eventBodyLen)
 	}
 	k := EventKind(b[0])
 	if k < EndOfPartition || k > maxEventKind {
 		return Event{}, fmt.Errorf("%w: unknown event kind %d", ErrMalformed, b[0])
 	}
-	if b[1]&^1 != 0 {
+	if b[1]&^3 != 0 {
 		return Event{}, fmt.Errorf("%w: unknown event flags 0x%02x", ErrMalformed, b[1])
 	}
-	return Event{
+	hasPayload := b[1]&2 != 0
+	switch n := len(b) - eventBodyLen; {
+	case !hasPayload && n != 0:
+		return Event{}, fmt.Errorf("%w: event body of %d bytes, want %d", ErrMalformed, len(b), eventBodyLen)
+	case hasPayload && (n == 0 || n > MaxEventPayload):
+		return Event{}, fmt.Errorf("%w: event payload of %d bytes, want 1 to %d", ErrMalformed, n, MaxEventPayload)
+	}
+	ev := Event{
 		Kind:      k,
 		Aligned:   b[1]&1 != 0,
 		ID:        int64(binary.BigEndian.Uint64(b[2:10])),
 		Timestamp: int64(binary.BigEndian.Uint64(b[10:18])),
-	}, nil
+	}
+	if hasPayload {
+		ev.Payload = append([]byte(nil), b[eventBodyLen:]...)
+	}
+	return ev, nil
 }

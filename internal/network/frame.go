@@ -43,7 +43,7 @@ const (
 	frameCancel                                 // (empty): the consumer gives the channel up
 	// producer → consumer
 	frameBuffer // backlog:u32 data
-	frameEvent  // kind:u8 flags:u8 id:i64 timestamp:i64
+	frameEvent  // kind:u8 flags:u8 id:i64 timestamp:i64 [payload, when flags&2]
 	// either way
 	frameClose // (empty), channel 0: a graceful end of the connection
 	frameError // msgLen:u16 msg; channel 0 fails the whole connection

@@ -374,6 +374,9 @@ func (o *outChan) Emit(ev Event) error {
 	if ev.Kind < EndOfPartition || ev.Kind > maxEventKind {
 		return fmt.Errorf("network: channel %q: unknown event kind %d", o.name, ev.Kind)
 	}
+	if len(ev.Payload) > MaxEventPayload {
+		return fmt.Errorf("network: channel %q: event payload of %d bytes, want at most %d", o.name, len(ev.Payload), MaxEventPayload)
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if err := o.writable(); err != nil {

@@ -84,6 +84,9 @@ type Channel[T any] struct {
 	stats    *ChannelStats
 	// clearRecs: T holds pointers, so a recycled batch is cleared first.
 	clearRecs bool
+	// ended: the end of partition was queued (a network pump then sends
+	// what is queued even after the attempt's stop).
+	ended atomic.Bool
 }
 
 // ChannelStats are a channel's counters, read concurrently by metrics.
@@ -132,6 +135,9 @@ func (c *Channel[T]) send(env envelope[T], done <-chan struct{}) (waited int64, 
 		}
 		waited = int64(time.Since(start))
 		c.stats.BackpressuredNanos.Add(waited)
+	}
+	if env.recs == nil && env.ev.Kind == EndOfPartition {
+		c.ended.Store(true)
 	}
 	select {
 	case c.doorbell <- struct{}{}:

@@ -1,46 +1,64 @@
 package runtime
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/network"
 )
 
-// NetExchange carries channels of one job attempt through the TCP data
-// plane (internal/network) on 127.0.0.1, for local mode's Exchange "tcp":
-// the whole suite of jobs can then run over the network path. Every
-// bridged channel gets a network channel on a node that listens on a
-// loopback port and dials itself, so records are encoded with the edge's
-// codec, cut into buffers, sent with credit-based flow control and decoded
-// again, events in band.
+// Exchange carries the channels of one job attempt that cross the TCP data
+// plane (internal/network), in two halves that may live in different
+// processes:
 //
-// The bridge is a pair of goroutines per channel: one takes the writer's
-// envelopes from an in-process Channel and writes them to the network
-// channel, the other polls the network channel and sends into the
-// consumer's Channel. The task loop is unchanged; the cluster issue will
-// read network channels from the task directly instead.
+//   - Send returns the in-process Channel a RecordWriter sends into; a pump
+//     goroutine takes the writer's envelopes from it and writes them to a
+//     network output channel registered on the exchange's node;
+//   - Receive subscribes to such an output channel at its producer's
+//     address, and a pump goroutine polls it and sends into the consumer's
+//     Channel, which the consuming task reads as usual.
 //
-// Barriers cross with their checkpoint id; their options (store and
-// directory: not serializable) are looked up in a table of the exchange,
-// which works because both ends are in this process.
-type NetExchange struct {
-	node  *network.Node
-	addr  string
-	mu    sync.Mutex
-	opts  map[int64]*BarrierOptions
-	pumps []func()
-	wg    sync.WaitGroup
-	seq   int
-	once  sync.Once
-	log   *slog.Logger
-	outs  []*network.ChannelMetrics
+// Records are encoded with the edge's codec, cut into buffers, sent with
+// credit-based flow control and decoded again; events travel in band:
+// watermarks, watermark status, cancel markers and end of partition as
+// they are, and barriers with their options (kind, store URL and
+// directory) in the event's payload, so that the consumer side builds its
+// BarrierOptions without the producer's process: its store is opened from
+// the URL through the exchange's StoreCache (or found there when this
+// process registered it). The task loop is unchanged.
+//
+// Local mode's Exchange "tcp" (NewNetExchange, Bridge) puts both halves of
+// every channel in one process, on a node that dials itself; a worker of a
+// cluster (NewExchange) has a node of its own for all attempts, and an
+// Exchange per attempt whose channel names carry the job and the attempt.
+type Exchange struct {
+	node    *network.Node
+	ownNode bool // NewNetExchange's: closed with the exchange
+	stores  *StoreCache
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	opts    map[int64]*BarrierOptions // barriers sent by this exchange, by id
+	pumps   []func()
+	closers []func()
+	outs    []*network.ChannelMetrics
+	seq     int
+	wg      sync.WaitGroup
+	once    sync.Once
 }
 
-// NewNetExchange starts a node listening on 127.0.0.1.
-func NewNetExchange(o network.Options) (*NetExchange, error) {
+// NetExchange is local mode's exchange (Options.Exchange "tcp").
+type NetExchange = Exchange
+
+// NewNetExchange starts a node listening on 127.0.0.1 that carries both
+// halves of every bridged channel (Bridge); the exchange closes it.
+func NewNetExchange(o network.Options) (*Exchange, error) {
 	n, err := network.New(o)
 	if err != nil {
 		return nil, err
@@ -49,40 +67,76 @@ func NewNetExchange(o network.Options) (*NetExchange, error) {
 		n.Close()
 		return nil, err
 	}
-	log := o.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &NetExchange{node: n, addr: n.Addr(), opts: map[int64]*BarrierOptions{}, log: log}, nil
+	x := NewExchange(n, NewStoreCache(), o.Logger)
+	x.ownNode = true
+	return x, nil
 }
+
+// NewExchange returns the exchange of one attempt on node, a worker's data
+// plane (listening, and closed by its owner, not by the exchange). stores
+// opens the checkpoint stores that barriers from other processes name;
+// logger may be nil. It starts no goroutine.
+func NewExchange(node *network.Node, stores *StoreCache, logger *slog.Logger) *Exchange {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if stores == nil {
+		stores = NewStoreCache()
+	}
+	return &Exchange{node: node, stores: stores, log: logger, opts: map[int64]*BarrierOptions{}}
+}
+
+// Addr is the address of the exchange's node.
+func (x *Exchange) Addr() string { return x.node.Addr() }
 
 // Bridge returns the channel a RecordWriter should send into so that what
 // it sends reaches dst (read by the consuming task as usual) through the
-// network. The pumps start with Start and stop at end of partition or when
-// done is closed.
-func Bridge[T any](x *NetExchange, dst *Channel[T], c codec.Codec[T], done <-chan struct{}) (*Channel[T], error) {
+// network: both halves in this process. The pumps start with Start and
+// stop at end of partition or when done is closed.
+func Bridge[T any](x *Exchange, dst *Channel[T], c codec.Codec[T], done <-chan struct{}) (*Channel[T], error) {
 	x.mu.Lock()
 	x.seq++
 	name := fmt.Sprintf("bridge-%d", x.seq)
 	x.mu.Unlock()
-	out, err := network.NewOutput(x.node, name, c, done)
+	src, err := Send(x, name, c, cap(dst.queue), done)
 	if err != nil {
 		return nil, err
 	}
-	gate := x.node.NewGate()
-	in, err := network.Subscribe(gate, x.addr, name, c)
-	if err != nil {
-		out.Close()
+	if err := Receive(x, dst, x.node.Addr(), name, c, done); err != nil {
 		return nil, err
 	}
-	src := NewChannel[T](cap(dst.queue), make(chan struct{}, 1), nil)
+	return src, nil
+}
+
+// Send registers the network output channel name on the exchange's node
+// and returns the channel (of capacity batches) a RecordWriter sends into
+// for it. Its pump starts with Start and ends after the end of partition
+// or when done is closed.
+func Send[T any](x *Exchange, name string, c codec.Codec[T], capacity int, done <-chan struct{}) (*Channel[T], error) {
+	// abort gives a blocked write up: closed when done is and the
+	// producer had not queued its end of partition. A producer that ended
+	// normally before the attempt stopped (the consumers on other workers
+	// may still be reading) has what it queued sent to the end.
+	abort := make(chan struct{})
+	out, err := network.NewOutput(x.node, name, c, abort)
+	if err != nil {
+		return nil, err
+	}
+	src := NewChannel[T](capacity, make(chan struct{}, 1), nil)
+	var finished atomic.Bool
+	pumped := make(chan struct{})
 	send := func() {
+		defer close(pumped)
 		for {
 			var env envelope[T]
 			select {
 			case env = <-src.queue:
-			case <-done:
-				return
+			default:
+				select {
+				case env = <-src.queue:
+				case <-abort:
+					return
+				}
 			}
 			if env.recs != nil {
 				err := out.Write(env.recs, env.ts)
@@ -92,22 +146,67 @@ func Bridge[T any](x *NetExchange, dst *Channel[T], c codec.Codec[T], done <-cha
 				}
 				continue
 			}
+			ev := network.Event{Kind: network.EventKind(env.ev.Kind), ID: env.ev.ID, Timestamp: env.ev.Timestamp}
 			if env.ev.Kind == Barrier && env.ev.Options != nil {
 				x.mu.Lock()
 				x.opts[env.ev.ID] = env.ev.Options
 				x.mu.Unlock()
+				p, err := encodeBarrierOptions(env.ev.Options)
+				if err != nil {
+					x.log.Error("exchange: a barrier's options cannot cross the network", "channel", name, "checkpoint", env.ev.ID, "err", err)
+					return
+				}
+				ev.Payload = p
 			}
-			ev := network.Event{Kind: network.EventKind(env.ev.Kind), ID: env.ev.ID, Timestamp: env.ev.Timestamp}
-			if out.Emit(ev) != nil || env.ev.Kind == EndOfPartition {
+			if err := out.Emit(ev); err != nil {
+				return
+			}
+			if env.ev.Kind == EndOfPartition {
+				finished.Store(true)
 				return
 			}
 		}
+	}
+	watch := func() {
+		select {
+		case <-done:
+			if !src.ended.Load() {
+				close(abort)
+			}
+		case <-pumped:
+		}
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.pumps = append(x.pumps, send, watch)
+	x.closers = append(x.closers, func() {
+		// A finished channel is left to send what it queued: closing it
+		// would drop that. It stays registered under its name, which no
+		// later attempt uses.
+		if !finished.Load() {
+			out.Close()
+		}
+	})
+	x.outs = append(x.outs, out.Metrics())
+	return src, nil
+}
+
+// Receive subscribes to the output channel name of the producer process
+// at addr and forwards what arrives into dst. Its pump starts with Start
+// and ends after the end of partition, when the network channel fails, or
+// when done is closed.
+func Receive[T any](x *Exchange, dst *Channel[T], addr, name string, c codec.Codec[T], done <-chan struct{}) error {
+	gate := x.node.NewGate()
+	in, err := network.Subscribe(gate, addr, name, c)
+	if err != nil {
+		return err
 	}
 	recv := func() {
 		for {
 			what, recs, ts, ev, err := in.Poll()
 			switch {
 			case err != nil:
+				x.log.Warn("exchange: input channel failed", "channel", name, "peer", addr, "err", err)
 				return
 			case what == network.Records:
 				b := dst.batch(len(recs))
@@ -122,9 +221,12 @@ func Bridge[T any](x *NetExchange, dst *Channel[T], c codec.Codec[T], done <-cha
 			case what == network.Control:
 				e := Event{Kind: EventKind(ev.Kind), ID: ev.ID, Timestamp: ev.Timestamp}
 				if e.Kind == Barrier {
-					x.mu.Lock()
-					e.Options = x.opts[ev.ID]
-					x.mu.Unlock()
+					opts, err := x.barrierOptions(ev)
+					if err != nil {
+						x.log.Error("exchange: cannot take a barrier's options", "channel", name, "peer", addr, "checkpoint", ev.ID, "err", err)
+						return
+					}
+					e.Options = opts
 				}
 				if _, ok := dst.send(envelope[T]{ev: e}, done); !ok || e.Kind == EndOfPartition {
 					return
@@ -139,43 +241,124 @@ func Bridge[T any](x *NetExchange, dst *Channel[T], c codec.Codec[T], done <-cha
 		}
 	}
 	x.mu.Lock()
-	x.pumps = append(x.pumps, send, recv)
-	x.outs = append(x.outs, out.Metrics())
-	x.mu.Unlock()
-	return src, nil
+	defer x.mu.Unlock()
+	x.pumps = append(x.pumps, recv)
+	x.closers = append(x.closers, in.Cancel)
+	return nil
 }
 
-// Start starts the pumps of every bridged channel. The exchange closes
-// itself (and its node) once they have all ended: at end of partition, or
-// when the attempt stops.
-func (x *NetExchange) Start() {
+// barrierOptions returns the options of a barrier received: those this
+// exchange sent (both halves in this process), else those its payload
+// names, with the store opened from its URL.
+func (x *Exchange) barrierOptions(ev network.Event) (*BarrierOptions, error) {
+	x.mu.Lock()
+	o := x.opts[ev.ID]
+	x.mu.Unlock()
+	if o != nil {
+		return o, nil
+	}
+	if len(ev.Payload) == 0 {
+		return nil, nil
+	}
+	kind, url, dir, err := decodeBarrierOptions(ev.Payload)
+	if err != nil {
+		return nil, err
+	}
+	o = &BarrierOptions{Kind: kind, Dir: dir}
+	if url != "" {
+		if o.Store, err = x.stores.Open(url); err != nil {
+			return nil, fmt.Errorf("open the checkpoint storage %q: %w", url, err)
+		}
+	}
+	return o, nil
+}
+
+const barrierOptionsVersion = 1
+
+// encodeBarrierOptions is a barrier's options as an event payload:
+// version:u8 kind:u8 uvarint(len) storeURL uvarint(len) dir.
+func encodeBarrierOptions(o *BarrierOptions) ([]byte, error) {
+	url := ""
+	if o.Store != nil {
+		url = o.Store.URL()
+	}
+	b := []byte{barrierOptionsVersion, byte(o.Kind)}
+	b = binary.AppendUvarint(b, uint64(len(url)))
+	b = append(b, url...)
+	b = binary.AppendUvarint(b, uint64(len(o.Dir)))
+	b = append(b, o.Dir...)
+	if len(b) > network.MaxEventPayload {
+		return nil, fmt.Errorf("store URL and directory take %d bytes, more than the %d a barrier carries", len(b), network.MaxEventPayload)
+	}
+	return b, nil
+}
+
+var errBadOptions = errors.New("malformed barrier options")
+
+func decodeBarrierOptions(b []byte) (kind checkpoint.Kind, url, dir string, err error) {
+	if len(b) < 2 || b[0] != barrierOptionsVersion {
+		return 0, "", "", errBadOptions
+	}
+	kind = checkpoint.Kind(b[1])
+	b = b[2:]
+	str := func() (string, bool) {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < n {
+			return "", false
+		}
+		s := string(b[k : k+int(n)])
+		b = b[k+int(n):]
+		return s, true
+	}
+	var ok1, ok2 bool
+	url, ok1 = str()
+	dir, ok2 = str()
+	if !ok1 || !ok2 || len(b) != 0 {
+		return 0, "", "", errBadOptions
+	}
+	return kind, url, dir, nil
+}
+
+// Start starts the pumps of every channel. Once they have all ended (at
+// end of partition, or when the attempt stops) the exchange closes its
+// channels (and its node, in local mode).
+func (x *Exchange) Start() {
 	x.mu.Lock()
 	pumps := x.pumps
 	x.pumps = nil
+	halves := len(x.closers)
 	x.mu.Unlock()
 	for _, p := range pumps {
 		x.wg.Go(p)
 	}
-	x.log.Info("exchange over tcp", "addr", x.addr, "channels", len(pumps)/2)
+	// channels counts the halves here: a bridged channel has both.
+	x.log.Info("exchange over tcp", "addr", x.node.Addr(), "channels", halves)
 	go func() {
 		x.wg.Wait()
 		x.Close()
 	}()
 }
 
-// Close closes the node, ending the network's goroutines; the pumps of a
-// started exchange end with it. It is idempotent.
-func (x *NetExchange) Close() error {
+// Close closes the exchange's channels (and its node in local mode): a
+// pump blocked on the network ends with it. It is idempotent; an exchange
+// whose attempt failed to build is closed without Start.
+func (x *Exchange) Close() error {
 	x.once.Do(func() {
-		x.node.Close()
-		var buffers, bytes int64
 		x.mu.Lock()
+		closers := x.closers
+		var buffers, bytes int64
 		for _, m := range x.outs {
 			buffers += m.BuffersOut.Load()
 			bytes += m.BytesOut.Load()
 		}
 		x.mu.Unlock()
-		x.log.Info("exchange over tcp closed", "addr", x.addr, "buffers", buffers, "bytes", bytes)
+		for _, c := range closers {
+			c()
+		}
+		if x.ownNode {
+			x.node.Close()
+		}
+		x.log.Info("exchange over tcp closed", "addr", x.node.Addr(), "buffers", buffers, "bytes", bytes)
 	})
 	return nil
 }
