@@ -95,14 +95,17 @@ func newJobManagerCommand() *cobra.Command {
 		rpcAddr, restAddr string
 		restToken         string
 		interval, timeout time.Duration
+		slotTimeout       time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "jobmanager",
-		Short: "Run a cluster's JobManager: TaskManagers register with it; its REST API lists them",
+		Short: "Run a cluster's JobManager: TaskManagers register with it, jobs are submitted to it",
 		Long: `Run a cluster's JobManager: TaskManagers register their slots with it over
-the control plane (--rpc-address), and its REST API lists them
-(/taskmanagers). Running jobs on a cluster is not built yet: see
-docs/cluster.md.`,
+the control plane (--rpc-address); jobs submitted by name (weir run NAME
+--jobmanager ADDR) run their JobMaster here and their tasks on the
+TaskManagers' slots, and restart from their latest checkpoint on the
+remaining slots when a TaskManager is lost. Its REST API lists the
+TaskManagers and the jobs (/taskmanagers, /jobs). See docs/cluster.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			token, files, log, err := cf.prepare(cmd)
@@ -112,6 +115,7 @@ docs/cluster.md.`,
 			jmOpts := cluster.JobManagerOptions{
 				Address: rpcAddr, Token: token, TLS: files,
 				HeartbeatInterval: interval, HeartbeatTimeout: timeout, Logger: log,
+				Jobs: bundledJobs(), SlotRequestTimeout: slotTimeout,
 			}
 			if haf.haEnabled() { // ha.go
 				return runHAJobManager(&haf, jmOpts, restAddr, restToken, log)
@@ -173,6 +177,7 @@ docs/cluster.md.`,
 	c.Flags().StringVar(&restToken, "rest-token", "", "bearer token the REST API requires (or set "+tokenEnv+"; default: none)")
 	c.Flags().DurationVar(&interval, "heartbeat-interval", cluster.DefaultHeartbeatInterval, "how often the JobManager asks each TaskManager for a heartbeat")
 	c.Flags().DurationVar(&timeout, "heartbeat-timeout", cluster.DefaultHeartbeatTimeout, "a TaskManager silent for this long is dropped (and one whose connection breaks, at once)")
+	c.Flags().DurationVar(&slotTimeout, "slot-request-timeout", cluster.DefaultSlotRequestTimeout, "a job attempt fails when too few slots are free for this long (Flink's slot.request.timeout)")
 	cf.register(c)
 	haf.register(c)
 	return c
@@ -193,8 +198,9 @@ func newTaskManagerCommand() *cobra.Command {
 its slots with the JobManager at --jobmanager, answers its heartbeats, and
 registers again (with backoff) when the JobManager restarts or is
 unreachable; it exits when no JobManager answered for
---registration-timeout. Running tasks on it is not built yet: see
-docs/cluster.md.`,
+--registration-timeout. It runs the tasks of the jobs the JobManager
+deploys (built from the same registry of jobs), and cancels them all when
+it loses its JobManager. See docs/cluster.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			token, files, log, err := cf.prepare(cmd)
@@ -229,6 +235,7 @@ docs/cluster.md.`,
 				return fmt.Errorf("--data-address: %w", err)
 			}
 			opts.DataAddress = advertised(node.Addr())
+			opts.Node, opts.Jobs = node, bundledJobs()
 			tm, err := cluster.NewTaskManager(opts)
 			if err != nil {
 				return err

@@ -270,8 +270,8 @@ func TestCommandMistakes(t *testing.T) {
 	}{
 		{[]string{"run", "wordcnt"}, `weir: unknown command "wordcnt" for "weir run": did you mean "wordcount"?`},
 		{[]string{"run", "wordcnt", "--input", "x"}, `weir: unknown command "wordcnt" for "weir run": did you mean "wordcount"?`},
-		{[]string{"run", "grep"}, `weir: unknown command "grep" for "weir run": use wordcount (see weir run --help)`},
-		{[]string{"run"}, `weir: weir run needs a job: wordcount (see weir run --help)`},
+		{[]string{"run", "grep"}, `weir: unknown command "grep" for "weir run": use one of nexmark, wordcount (see weir run --help)`},
+		{[]string{"run"}, `weir: weir run needs a job: one of nexmark, wordcount (see weir run --help)`},
 		{[]string{"lsit"}, `weir: unknown command "lsit" for "weir": did you mean "list"?`},
 		{[]string{"nexmark", "rnu"}, `weir: unknown command "rnu" for "weir nexmark": did you mean "run"?`},
 		{[]string{"stop"}, `weir: weir stop needs the id of a job (JOB): weir list shows the jobs of the JobManager`},
@@ -540,7 +540,7 @@ func TestNexmarkRunConfig(t *testing.T) {
 // of weir run wordcount, the command the README shows it with, or, for the
 // cluster's keys, of weir jobmanager or weir taskmanager.
 func TestConfigKeysHaveFlags(t *testing.T) {
-	wc := newWordCountCommand().Flags()
+	wc := newJobCommand(wordCountSpec()).Flags()
 	jm, tm := newJobManagerCommand().Flags(), newTaskManagerCommand().Flags()
 	for _, k := range config.Keys {
 		has := wc.Lookup(k.Flag) != nil

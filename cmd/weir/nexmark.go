@@ -131,9 +131,24 @@ type nexmarkRunFlags struct {
 }
 
 func newNexmarkRunCommand() *cobra.Command {
-	var f nexmarkRunFlags
+	f := new(nexmarkRunFlags)
+	c := nexmarkRunCommand(f)
+	c.Use = "run --query qN (--events N | --input FILE)"
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := applyConfig(cmd, f.config); err != nil {
+			return err
+		}
+		return runNexmarkRun(cmd, *f)
+	}
+	return c
+}
+
+// nexmarkRunCommand returns a command of the flags of weir nexmark run,
+// which set f, without its RunE: weir nexmark run's, weir run nexmark's
+// (the same job, also on a cluster) and the registry's (jobs.go).
+func nexmarkRunCommand(f *nexmarkRunFlags) *cobra.Command {
 	c := &cobra.Command{
-		Use:   "run --query qN (--events N | --input FILE)",
+		Use:   "nexmark --query qN (--events N | --input FILE)",
 		Short: "Run a Nexmark query and report its throughput",
 		Long: `Runs one Nexmark query over the generated stream (--events, --rate, --seed,
 as weir nexmark gen) or over a file written by weir nexmark gen (--input).
@@ -157,12 +172,6 @@ Queries: ` + strings.Join(queries.Names(), ", ") + `.`,
   weir nexmark run --query q15 --events 10000000 --checkpoint-interval 10s --state-backend pebble
   weir nexmark run --query q1 --input events.jsonl --output out/q1`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyConfig(cmd, f.config); err != nil {
-				return err
-			}
-			return runNexmarkRun(cmd, f)
-		},
 	}
 	fl := c.Flags()
 	fl.StringVar(&f.query, "query", "", "the query to run, e.g. q3 (required)")
@@ -172,7 +181,7 @@ Queries: ` + strings.Join(queries.Names(), ", ") + `.`,
 	fl.StringVar(&f.input, "input", "", "read the events from this file of JSON lines (written by weir nexmark gen) instead of generating them")
 	fl.StringVar(&f.output, "output", "", "directory for the rows as CSV part files (default: a counting blackhole)")
 	fl.StringVar(&f.cpuProfile, "cpu-profile", "", "write a CPU profile of the run to this file (read it with go tool pprof)")
-	addNexmarkJobFlags(fl, &f)
+	addNexmarkJobFlags(fl, f)
 	addConfigFlag(c, &f.config)
 	return c
 }
@@ -285,22 +294,33 @@ func countEvents(path string) (int64, error) {
 	}
 }
 
-func runNexmarkRun(cmd *cobra.Command, f nexmarkRunFlags) error {
+// checkNexmarkRun checks the flags of a Nexmark run and returns its
+// query, its source, the number of events and the job's options, touching
+// nothing.
+func checkNexmarkRun(cmd *cobra.Command, f *nexmarkRunFlags) (queries.Query, connector.Source[nexmark.Event], int64, weir.Options, error) {
 	if f.query == "" {
-		return errors.New("--query is required: one of " + strings.Join(queries.Names(), ", "))
+		return queries.Query{}, nil, 0, weir.Options{}, errors.New("--query is required: one of " + strings.Join(queries.Names(), ", "))
 	}
 	q, err := queries.Lookup(f.query)
 	if err != nil {
-		return err
+		return queries.Query{}, nil, 0, weir.Options{}, err
 	}
-	src, events, err := nexmarkSource(cmd, &f)
+	src, events, err := nexmarkSource(cmd, f)
 	if err != nil {
-		return err
+		return queries.Query{}, nil, 0, weir.Options{}, err
 	}
 	if f.incremental && f.backend != "pebble" {
-		return fmt.Errorf("--incremental needs --state-backend pebble: the %s backend takes full snapshots only", f.backend)
+		return queries.Query{}, nil, 0, weir.Options{}, fmt.Errorf("--incremental needs --state-backend pebble: the %s backend takes full snapshots only", f.backend)
 	}
 	opts, err := f.jobOptions()
+	if err != nil {
+		return queries.Query{}, nil, 0, weir.Options{}, err
+	}
+	return q, src, events, opts, nil
+}
+
+func runNexmarkRun(cmd *cobra.Command, f nexmarkRunFlags) error {
+	q, src, events, opts, err := checkNexmarkRun(cmd, &f)
 	if err != nil {
 		return err
 	}

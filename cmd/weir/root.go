@@ -14,11 +14,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	run := &cobra.Command{
-		Use:   "run",
-		Short: "Run a bundled job in this process",
-	}
-	run.AddCommand(newWordCountCommand())
+	run := newRunCommand()
 	root.AddCommand(run, newDemoCommand())
 	root.AddCommand(newNexmarkCommand())
 	root.AddCommand(newClientCommands()...)

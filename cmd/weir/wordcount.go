@@ -73,8 +73,11 @@ func (e *edgeFlags) register(c *cobra.Command) {
 	c.Flags().IntVar(&e.retained, "retained-checkpoints", 1, "number of completed checkpoints kept (Flink's state.checkpoints.num-retained): with more than one, --restore latest falls back to an older one when the newest is damaged")
 }
 
-func newWordCountCommand() *cobra.Command {
-	var f wordCountFlags
+// wordCountCommand returns a wordcount command whose flags set f, without
+// its RunE: weir run wordcount's (newJobCommand gives it its run and the
+// cluster client's flags) and the registry's, which parses a cluster job's
+// flags with it (jobs.go).
+func wordCountCommand(f *wordCountFlags) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "wordcount",
 		Short: "Count words: emit word,running-count for every occurrence",
@@ -83,12 +86,6 @@ runs of Unicode letters and digits, lower-cased. For every occurrence of a word
 the job emits its running count as a line "word,count" into part files in the
 output directory. Without --input it counts a bundled demo text.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyConfig(cmd, f.config); err != nil {
-				return err
-			}
-			return runWordCount(cmd.Context(), f, cmd.OutOrStdout())
-		},
 	}
 	c.Flags().StringVar(&f.input, "input", "", "file or directory to read (default: a bundled demo text)")
 	c.Flags().StringVar(&f.output, "output", "out/wordcount", "directory for the result's part files")
@@ -108,36 +105,55 @@ output directory. Without --input it counts a bundled demo text.`,
 	return c
 }
 
-func runWordCount(ctx context.Context, f wordCountFlags, stdout io.Writer) error {
+// wordCountJob is the wordcount job that buildWordCount built from its
+// flags, not started.
+type wordCountJob struct {
+	// f are the flags, normalized (--restore none is "").
+	f   wordCountFlags
+	env *weir.Environment
+	// input says what the job reads, for its summary line.
+	input string
+	// exactlyOnce: the job checkpoints, so its sink commits on checkpoints.
+	exactlyOnce bool
+	// dirOutput: --output is a directory, which prepare makes ready.
+	dirOutput bool
+}
+
+// buildWordCount checks every flag of f and builds the job's graph. It has
+// no side effect: it reads (the input's metadata) but writes, removes,
+// locks, listens on and starts nothing, so that every process that builds
+// the job from the same flags gets the same graph without disturbing the
+// others: weir run in local mode, and on a cluster the JobManager at
+// submission and each TaskManager at each deployment. The one-time side
+// effects are prepare's.
+func buildWordCount(ctx context.Context, f wordCountFlags) (*wordCountJob, error) {
 	if f.parallelism < 1 || f.parallelism > 128 {
-		return fmt.Errorf("--parallelism is %d: use a value from 1 to 128", f.parallelism)
+		return nil, fmt.Errorf("--parallelism is %d: use a value from 1 to 128", f.parallelism)
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	// Every flag is checked before anything is touched (prepareOutput
-	// removes an earlier result).
 	if f.backend != "heap" && f.backend != "pebble" {
-		return fmt.Errorf("--state-backend is %q: use heap or pebble", f.backend)
+		return nil, fmt.Errorf("--state-backend is %q: use heap or pebble", f.backend)
 	}
 	if f.incremental && f.backend != "pebble" {
-		return fmt.Errorf("--incremental needs --state-backend pebble: the %s backend takes full snapshots only", f.backend)
+		return nil, fmt.Errorf("--incremental needs --state-backend pebble: the %s backend takes full snapshots only", f.backend)
 	}
 	if f.changelog && f.backend != "pebble" {
-		return fmt.Errorf("--changelog needs --state-backend pebble: the changelog is the pebble backend's")
+		return nil, fmt.Errorf("--changelog needs --state-backend pebble: the changelog is the pebble backend's")
 	}
 	if f.restore == "none" {
 		f.restore = "" // start without state
 	}
 	opts := weir.Options{Parallelism: f.parallelism, JobID: "wordcount", Restore: f.restore, StateBackend: f.backend}
 	if err := f.ckpt.apply(&opts); err != nil {
-		return err
+		return nil, err
 	}
 	var src connector.Source[string]
 	watched := false
 	input := f.input
 	if f.repeatRate < 0 || math.IsNaN(f.repeatRate) || math.IsInf(f.repeatRate, 0) {
-		return fmt.Errorf("--repeat-rate is %v: use 0 (read the demo text once) or a number of lines per second", f.repeatRate)
+		return nil, fmt.Errorf("--repeat-rate is %v: use 0 (read the demo text once) or a number of lines per second", f.repeatRate)
 	}
 	if input == "" {
 		lines := strings.Split(strings.TrimSuffix(demoText, "\n"), "\n")
@@ -148,76 +164,142 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout io.Writer) error
 				WithOptions(datagen.Options{RecordsPerSecond: f.repeatRate})
 		}
 	} else if f.repeatRate > 0 {
-		return fmt.Errorf("--repeat-rate repeats the bundled demo text: leave out --input")
+		return nil, fmt.Errorf("--repeat-rate repeats the bundled demo text: leave out --input")
 	} else if u, err := endpointURL(f.input, schemes(inputEndpoints)); err != nil {
-		return fmt.Errorf("--input %w", err)
+		return nil, fmt.Errorf("--input %w", err)
 	} else if u != nil {
 		if src, err = inputEndpoints[u.Scheme](ctx, u, f); err != nil {
-			return fmt.Errorf("--input: %w", err)
+			return nil, fmt.Errorf("--input: %w", err)
 		}
 	} else {
 		if _, err := os.Stat(f.input); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("input %q does not exist: pass an existing file or directory with --input", f.input)
+				return nil, fmt.Errorf("input %q does not exist: pass an existing file or directory with --input", f.input)
 			}
-			return fmt.Errorf("cannot read input: %w", err)
+			return nil, fmt.Errorf("cannot read input: %w", err)
 		}
 		src = file.Lines(f.input)
 		if f.watch != 0 {
 			if info, err := os.Stat(f.input); f.watch < 0 || err != nil || !info.IsDir() {
-				return fmt.Errorf("--watch %v: follows a directory every positive interval; %q is not a directory or the interval is not positive", f.watch, f.input)
+				return nil, fmt.Errorf("--watch %v: follows a directory every positive interval; %q is not a directory or the interval is not positive", f.watch, f.input)
 			}
 			src = file.Lines(f.input).WithOptions(file.LinesOptions{Watch: f.watch})
 			watched = true
 		}
 	}
 	if f.watch != 0 && !watched {
-		return fmt.Errorf("--watch follows a directory: pass the directory with --input")
+		return nil, fmt.Errorf("--watch follows a directory: pass the directory with --input")
 	}
 	if f.interval < 0 {
-		return fmt.Errorf("--checkpoint-interval is %v: use 0 (off) or a positive duration such as 1s", f.interval)
+		return nil, fmt.Errorf("--checkpoint-interval is %v: use 0 (off) or a positive duration such as 1s", f.interval)
 	}
 	logger, err := newLogger(os.Stderr, f.edge.logLevel, f.edge.logFormat, time.Minute)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if f.edge.retained < 1 {
-		return fmt.Errorf("--retained-checkpoints is %d: use 1 or more", f.edge.retained)
+		return nil, fmt.Errorf("--retained-checkpoints is %d: use 1 or more", f.edge.retained)
 	}
 	if f.restore == "latest" && f.ckptDir == "" {
-		return fmt.Errorf("--restore latest needs --checkpoint-dir: the directory that holds the checkpoints")
+		return nil, fmt.Errorf("--restore latest needs --checkpoint-dir: the directory that holds the checkpoints")
 	}
 	if f.ckpt.savepointDir != "" {
 		if _, err := storage.Open(f.ckpt.savepointDir); err != nil {
-			return fmt.Errorf("--savepoint-dir: %w", err)
+			return nil, fmt.Errorf("--savepoint-dir: %w", err)
 		}
 	}
 	// A savepoint directory is for weir stop: the sink commits at the stop's
 	// savepoint.
 	exactlyOnce := f.interval > 0 || f.ckptDir != "" || f.restore != "" || f.ckpt.savepointDir != ""
-	// Refuse a second owner of the checkpoint directory before touching
-	// the output (a fresh start removes its part files). The job takes the
-	// lock for good when it starts; this one is held until then.
-	earlyOwner := &storage.JobLock{}
+	var sink connector.Sink[string]
+	u, err := endpointURL(f.output, schemes(outputEndpoints))
+	if err != nil {
+		return nil, fmt.Errorf("--output %w", err)
+	}
+	if u != nil {
+		if sink, err = outputEndpoints[u.Scheme](ctx, u, exactlyOnce, f); err != nil {
+			return nil, fmt.Errorf("--output: %w", err)
+		}
+	}
+	opts.OnRestore = func(r weir.RestoreInfo) { printRestore(os.Stderr, r, f.ckptDir) }
+	opts.Checkpointing.Interval = f.interval
+	opts.Checkpointing.Retained = f.edge.retained
+	if opts.Restart = f.edge.restart; opts.Restart == "" && f.interval > 0 {
+		opts.Restart = defaultRestart
+	}
+	opts.Logger = logger
+	opts.AllowRepeatedOutput = f.edge.allowRepeated
+	opts.Checkpointing.Incremental = f.incremental || f.changelog
+	opts.Checkpointing.Changelog.Enabled = f.changelog
 	if f.ckptDir != "" {
-		if st, err := storage.Open(f.ckptDir); err == nil {
-			if earlyOwner, err = storage.LockJob(st, "wordcount"); err != nil {
-				return fmt.Errorf("--checkpoint-dir: %w", err)
+		opts.Checkpointing.Storage = f.ckptDir
+	}
+	env := weir.NewEnvironment(opts)
+	lines := env.FromSource("lines", src).UID("lines")
+	counts := wordcount.Build(lines)
+	if sink != nil {
+		counts.SinkTo("out", sink).UID("out")
+	} else if exactlyOnce {
+		// Output becomes visible only when the checkpoint that covers it
+		// completes: exactly once, even if the process is killed.
+		counts.SinkTo("out", file.ExactlyOnce(f.output, file.ExactlyOnceOptions{KeepRolledBack: f.edge.keepRolledBack})).UID("out")
+	} else {
+		counts.SinkTo("out", file.PartFiles(f.output, file.Options{})).UID("out")
+	}
+	return &wordCountJob{f: f, env: env, input: input, exactlyOnce: exactlyOnce, dirOutput: sink == nil}, nil
+}
+
+// prepare does the job's one-time side effects, before its first attempt:
+// it refuses a second owner of the checkpoint directory, and makes the
+// output directory ready (created, writable, and on a fresh start without
+// the part files of an earlier run, which would mix with this run's; a
+// restored run continues an earlier one, whose committed output stays).
+// The lock on the checkpoint directory is held until release, which may
+// be called more than once: the job takes it for good when it starts.
+//
+// In local mode weir run calls it once, before it starts the job. On a
+// cluster the JobManager calls it once per submission (deploy.Preparer),
+// never a TaskManager, and never again on a restart, which restores the
+// output that checkpoints committed instead.
+func (j *wordCountJob) prepare() (release func(), err error) {
+	owner := &storage.JobLock{}
+	if j.f.ckptDir != "" {
+		if st, err := storage.Open(j.f.ckptDir); err == nil {
+			if owner, err = storage.LockJob(st, "wordcount"); err != nil {
+				return func() {}, fmt.Errorf("--checkpoint-dir: %w", err)
 			}
 		}
 	}
-	defer earlyOwner.Release()
-	var sink connector.Sink[string]
-	if u, err := endpointURL(f.output, schemes(outputEndpoints)); err != nil {
-		return fmt.Errorf("--output %w", err)
-	} else if u != nil {
-		if sink, err = outputEndpoints[u.Scheme](ctx, u, exactlyOnce, f); err != nil {
-			return fmt.Errorf("--output: %w", err)
+	if j.dirOutput {
+		if err := prepareOutput(j.f.output, j.f.restore == ""); err != nil {
+			owner.Release()
+			return func() {}, err
 		}
-	} else if err := prepareOutput(f.output, f.restore == ""); err != nil {
-		// A restored run continues an earlier one: its committed output stays.
+	}
+	return owner.Release, nil
+}
+
+// runWordCount runs wordcount in this process (weir run wordcount without
+// --jobmanager).
+func runWordCount(ctx context.Context, f wordCountFlags, stdout io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	// Every flag is checked before anything is touched (prepare removes
+	// an earlier result).
+	j, err := buildWordCount(ctx, f)
+	if err != nil {
 		return err
 	}
+	f, env, input, exactlyOnce := j.f, j.env, j.input, j.exactlyOnce
+	// Refuse a second owner of the checkpoint directory before touching
+	// the output (a fresh start removes its part files). The job takes the
+	// lock for good when it starts; this one is held until then.
+	earlyOwner, err := j.prepare()
+	if err != nil {
+		return err
+	}
+	defer earlyOwner()
 	// SIGINT and SIGTERM stop the job: cancel it, keeping its checkpoints
 	// (the sink committed output on them, so the job's cancel keeps them),
 	// and exit 130 or 143. A second signal has its default effect: the
@@ -260,36 +342,11 @@ func runWordCount(ctx context.Context, f wordCountFlags, stdout io.Writer) error
 			return fmt.Errorf("--checkpoint-dir: %w", err)
 		}
 	}
-	opts.OnRestore = func(r weir.RestoreInfo) { printRestore(os.Stderr, r, f.ckptDir) }
-	opts.Checkpointing.Interval = f.interval
-	opts.Checkpointing.Retained = f.edge.retained
-	if opts.Restart = f.edge.restart; opts.Restart == "" && f.interval > 0 {
-		opts.Restart = defaultRestart
-	}
-	opts.Logger = logger
-	opts.AllowRepeatedOutput = f.edge.allowRepeated
-	opts.Checkpointing.Incremental = f.incremental || f.changelog
-	opts.Checkpointing.Changelog.Enabled = f.changelog
-	if f.ckptDir != "" {
-		opts.Checkpointing.Storage = f.ckptDir
-	}
-	env := weir.NewEnvironment(opts)
-	lines := env.FromSource("lines", src).UID("lines")
-	counts := wordcount.Build(lines)
-	if sink != nil {
-		counts.SinkTo("out", sink).UID("out")
-	} else if exactlyOnce {
-		// Output becomes visible only when the checkpoint that covers it
-		// completes: exactly once, even if the process is killed.
-		counts.SinkTo("out", file.ExactlyOnce(f.output, file.ExactlyOnceOptions{KeepRolledBack: f.edge.keepRolledBack})).UID("out")
-	} else {
-		counts.SinkTo("out", file.PartFiles(f.output, file.Options{})).UID("out")
-	}
 	rs, err := listenREST(f.rest, os.Stderr)
 	if err != nil {
 		return err
 	}
-	earlyOwner.Release()
+	earlyOwner()
 	job, err := env.ExecuteAsync(ctx, "wordcount")
 	if err != nil {
 		rs.close()

@@ -21,8 +21,11 @@ func TestMain(m *testing.M) {
 		// Tests run many `weir run` processes at once: they cannot all
 		// serve the REST API on its default port. Those that test it pass
 		// --rest-address.
-		if len(os.Args) > 1 && (os.Args[1] == "run" || os.Args[1] == "demo") && !slices.ContainsFunc(os.Args, func(a string) bool { return strings.HasPrefix(a, "--rest-address") }) {
+		if len(os.Args) > 1 && (os.Args[1] == "run" && (len(os.Args) < 3 || os.Args[2] == "wordcount") || os.Args[1] == "demo") && !slices.ContainsFunc(os.Args, func(a string) bool { return strings.HasPrefix(a, "--rest-address") }) {
 			os.Args = append(os.Args, "--rest-address=off")
+		}
+		if os.Getenv(otherBuildEnv) == "1" {
+			otherBuild()
 		}
 		main()
 		os.Exit(0)

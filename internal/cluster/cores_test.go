@@ -80,6 +80,7 @@ func TestLiveness(t *testing.T) {
 //	add tm=A slots=N          instance A offers N slots
 //	remove tm=A               A is lost (prints the owners that lost slots)
 //	allocate owner=J n=N      J asks for N slots (prints them, or the error)
+//	allocate-on owner=J tm=A n=N  J asks for N slots of A
 //	release owner=J           J frees its slots (prints how many)
 //
 // Every command then prints each instance's slots (owner or "-") and the
@@ -102,12 +103,20 @@ func TestSlotPool(t *testing.T) {
 				var tm string
 				td.ScanArgs(t, "tm", &tm)
 				fmt.Fprintf(&b, "lost owners: %s\n", strings.Join(p.Remove(tm), ","))
-			case "allocate":
+			case "allocate", "allocate-on":
 				var owner string
 				var n int
 				td.ScanArgs(t, "owner", &owner)
 				td.ScanArgs(t, "n", &n)
-				ids, err := p.Allocate(owner, n)
+				var ids []SlotID
+				var err error
+				if td.Cmd == "allocate" {
+					ids, err = p.Allocate(owner, n)
+				} else {
+					var tm string
+					td.ScanArgs(t, "tm", &tm)
+					ids, err = p.AllocateOn(owner, tm, n)
+				}
 				if err != nil {
 					fmt.Fprintf(&b, "error: %v\n", err)
 				} else {

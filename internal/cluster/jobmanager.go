@@ -12,6 +12,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/weirstream/weir/internal/cluster/pb"
+	"github.com/weirstream/weir/internal/deploy"
 	"github.com/weirstream/weir/internal/rest"
 )
 
@@ -54,6 +56,12 @@ type JobManagerOptions struct {
 	// Fingerprint is this build's (TaskManagers of another are refused).
 	// Default BuildFingerprint().
 	Fingerprint string
+	// Jobs builds the jobs clients submit by name. Default nil: the
+	// JobManager runs no jobs (Submit fails saying so).
+	Jobs deploy.Registry
+	// SlotRequestTimeout is how long a job attempt waits for enough free
+	// slots before it fails (Flink's slot.request.timeout). Default 5 min.
+	SlotRequestTimeout time.Duration
 	// Logger receives registrations and losses. Default: discards.
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -69,6 +77,9 @@ type JobManagerOptions struct {
 func (o *JobManagerOptions) EnsureDefaults() {
 	if o.Address == "" {
 		o.Address = DefaultRPCAddress
+	}
+	if o.SlotRequestTimeout == 0 {
+		o.SlotRequestTimeout = DefaultSlotRequestTimeout
 	}
 	if o.HeartbeatInterval == 0 {
 		o.HeartbeatInterval = DefaultHeartbeatInterval
@@ -105,16 +116,23 @@ func (o *JobManagerOptions) Validate() error {
 	if o.HeartbeatTimeout <= o.HeartbeatInterval {
 		return fmt.Errorf("heartbeat timeout %v must be longer than the heartbeat interval %v", o.HeartbeatTimeout, o.HeartbeatInterval)
 	}
+	if o.SlotRequestTimeout < time.Millisecond {
+		return fmt.Errorf("slot request timeout %v: use 1ms or more", o.SlotRequestTimeout)
+	}
 	return nil
 }
 
-// JobManager is the membership service of a JobManager: it registers
+// JobManager is a cluster's JobManager. Its membership service registers
 // TaskManagers, keeps their slots in a SlotPool, sends them heartbeat
-// requests and drops one at once when its control connection breaks, or
-// when it has not answered for the heartbeat timeout.
+// requests and drops one at once when its control connection (heartbeat or
+// task stream) breaks, or when it has not answered for the heartbeat
+// timeout. Its job service builds submitted jobs with Options.Jobs and runs
+// each one's JobMaster here, with the tasks on the TaskManagers' slots;
+// the attempts of a lost TaskManager fail, and the JobMaster restarts them
+// from the latest completed checkpoint on the remaining slots.
 //
-// It implements rest.JobManager for the REST API's /taskmanagers. It runs
-// no jobs yet.
+// It implements rest.JobManager: /taskmanagers, /jobs and what hangs off
+// them.
 type JobManager struct {
 	pb.UnimplementedJobManagerServer
 
@@ -129,6 +147,16 @@ type JobManager struct {
 	resources map[string]string  // resource id -> instance id
 	started   bool
 	closed    bool
+	// changed is closed (and replaced) whenever the schedulable slots may
+	// have changed.
+	changed  chan struct{}
+	jobs     map[string]*jobRun
+	jobOrder []string
+	rejected atomic.Int64
+
+	// jobsCtx is the parent of every job's context; Close cancels it.
+	jobsCtx    context.Context
+	cancelJobs context.CancelFunc
 
 	stop chan struct{}
 	wg   sync.WaitGroup // Start's goroutines and the heartbeat streams' receivers
@@ -145,6 +173,8 @@ type member struct {
 	// endStream ends the instance's heartbeat stream; nil while none is
 	// attached.
 	endStream context.CancelCauseFunc
+	// tasks is the instance's task stream; nil while none is attached.
+	tasks *taskStream
 }
 
 // NewJobManager checks opts and returns a JobManager with a fresh session.
@@ -174,7 +204,10 @@ func NewJobManager(opts JobManagerOptions) (*JobManager, error) {
 		instances: map[string]*member{},
 		resources: map[string]string{},
 		stop:      make(chan struct{}),
+		changed:   make(chan struct{}),
+		jobs:      map[string]*jobRun{},
 	}
+	jm.jobsCtx, jm.cancelJobs = context.WithCancel(context.Background())
 	jm.server = grpc.NewServer(sopts...)
 	pb.RegisterJobManagerServer(jm.server, jm)
 	return jm, nil
@@ -231,9 +264,9 @@ func (jm *JobManager) Start() error {
 	return nil
 }
 
-// Close stops the control plane (TaskManagers see their connection break
-// and reconnect to whichever JobManager comes next) and waits for every
-// goroutine.
+// Close cancels the jobs, stops the control plane (TaskManagers see their
+// connection break, cancel their tasks and reconnect to whichever
+// JobManager comes next) and waits for every goroutine.
 func (jm *JobManager) Close() error {
 	jm.mu.Lock()
 	if jm.closed {
@@ -243,6 +276,7 @@ func (jm *JobManager) Close() error {
 	jm.closed = true
 	close(jm.stop)
 	jm.mu.Unlock()
+	jm.cancelJobs()
 	jm.server.Stop()
 	if jm.ln != nil {
 		jm.ln.Close()
@@ -288,6 +322,12 @@ func (jm *JobManager) dropLocked(instance, reason string) {
 	if m.endStream != nil {
 		m.endStream(errors.New(reason))
 	}
+	if m.tasks != nil {
+		// The attempts deployed there fail now (the JobMaster restarts
+		// them on the remaining slots).
+		m.tasks.lose(reason)
+	}
+	jm.changedLocked()
 	if reason == deregistered {
 		jm.opts.Logger.Info("TaskManager deregistered", "taskmanager", m.req.ResourceId, "instance", instance,
 			"taskmanagers", len(jm.instances), "slots", jm.slots.Total())
@@ -471,12 +511,6 @@ func (jm *JobManager) Members() []Member {
 	})
 	return out
 }
-
-// Jobs implements rest.JobManager: a cluster runs no jobs yet.
-func (jm *JobManager) Jobs() []rest.Job { return []rest.Job{} }
-
-// Job implements rest.JobManager.
-func (jm *JobManager) Job(string) (rest.Job, bool) { return nil, false }
 
 // TaskManagers implements rest.JobManager: the registered TaskManagers.
 func (jm *JobManager) TaskManagers() []rest.TaskManagerInfo {

@@ -20,8 +20,8 @@ func (s SlotID) String() string { return fmt.Sprintf("%s/%d", s.Instance, s.Inde
 //
 // The membership service adds an instance's slots when it registers and
 // removes them when it is lost, so that total and free slots are what the
-// REST API reports. Allocation is here for the scheduler that deploys
-// tasks onto slots, which is not built yet (docs/cluster.md).
+// REST API reports; the job scheduler allocates the slots of each attempt
+// (AllocateOn) and releases them when it ends (Release).
 type SlotPool struct {
 	order []string // instances in the order they were added
 	tms   map[string][]string
@@ -89,6 +89,31 @@ func (p *SlotPool) Allocate(owner string, n int) ([]SlotID, error) {
 		slots[i] = owner
 		freeOf[best]--
 		out = append(out, SlotID{Instance: best, Index: i})
+	}
+	return out, nil
+}
+
+// AllocateOn gives owner n free slots of instance (the scheduler's
+// placement chose it), the lowest free indexes first. It allocates nothing
+// and fails, saying how many are free, when instance has fewer than n
+// free or is not in the pool.
+func (p *SlotPool) AllocateOn(owner, instance string, n int) ([]SlotID, error) {
+	if owner == "" || n < 1 {
+		return nil, fmt.Errorf("slot pool: allocate needs an owner and at least 1 slot (owner %q, %d slots)", owner, n)
+	}
+	slots, ok := p.tms[instance]
+	if !ok {
+		return nil, fmt.Errorf("slot pool: instance %s is not in the pool", instance)
+	}
+	if free := countFree(slots); free < n {
+		return nil, fmt.Errorf("slot pool: instance %s has %d free slots of %d, %d wanted", instance, free, len(slots), n)
+	}
+	var out []SlotID
+	for i, o := range slots {
+		if o == "" && len(out) < n {
+			slots[i] = owner
+			out = append(out, SlotID{Instance: instance, Index: i})
+		}
 	}
 	return out, nil
 }

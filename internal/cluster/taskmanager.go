@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/weirstream/weir/internal/cluster/pb"
+	"github.com/weirstream/weir/internal/deploy"
+	"github.com/weirstream/weir/internal/network"
+	"github.com/weirstream/weir/internal/storage"
 )
 
 // DefaultRegistrationTimeout is how long a TaskManager may stay without a
@@ -59,6 +63,17 @@ type TaskManagerOptions struct {
 	Backoff Backoff
 	// Fingerprint is this build's. Default BuildFingerprint().
 	Fingerprint string
+	// Jobs builds the jobs whose tasks the JobManager deploys here, by
+	// name and flags (the same registry as the JobManager's). Default nil:
+	// deployments are refused, saying so.
+	Jobs deploy.Registry
+	// Node is the TaskManager's data plane, listening on DataAddress; the
+	// tasks' remote channels go through it. The TaskManager does not close
+	// it. Default nil: deployments are refused.
+	Node *network.Node
+	// OpenStorage opens a checkpoint-storage URL the JobManager names.
+	// Default storage.Open.
+	OpenStorage func(url string) (storage.Store, error)
 	// Logger receives registrations and losses. Default: discards.
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -96,6 +111,9 @@ func (o *TaskManagerOptions) EnsureDefaults() {
 	}
 	if o.Fingerprint == "" {
 		o.Fingerprint = BuildFingerprint()
+	}
+	if o.OpenStorage == nil {
+		o.OpenStorage = storage.Open
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -143,7 +161,10 @@ var ErrRefused = errors.New("refused by the JobManager")
 // TaskManager is a TaskManager's agent: it registers its slots with the
 // JobManager, answers its heartbeat requests, watches that they keep
 // coming, and registers again (with backoff) when the JobManager is
-// unreachable, restarted, or dropped it.
+// unreachable, restarted, or dropped it. Beside the heartbeats it keeps the
+// task stream open: it runs the parts of job attempts the JobManager
+// deploys (built with Options.Jobs) and sends their reports up; when it
+// loses the JobManager it cancels them all.
 type TaskManager struct {
 	opts TaskManagerOptions
 
@@ -151,9 +172,38 @@ type TaskManager struct {
 	session  string
 	instance string
 
+	exec *executor // the current task stream's; nil while none
+
 	registrations atomic.Int64
 	heartbeats    atomic.Int64
 	losses        atomic.Int64
+	rejected      atomic.Int64
+}
+
+func (tm *TaskManager) setExecutor(ex *executor) {
+	tm.mu.Lock()
+	tm.exec = ex
+	tm.mu.Unlock()
+}
+
+// RunningJobs returns the ids of the jobs with an attempt deployed here.
+func (tm *TaskManager) RunningJobs() []string {
+	tm.mu.Lock()
+	ex := tm.exec
+	tm.mu.Unlock()
+	if ex == nil {
+		return nil
+	}
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	var out []string
+	for id, j := range ex.jobs {
+		if len(j.running) > 0 {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // NewTaskManager checks opts. It starts nothing: call Run.
@@ -188,11 +238,15 @@ type Stats struct {
 	// Losses counts the times the JobManager was lost (its connection broke
 	// or it fell silent) or told the agent to register again.
 	Losses int64
+	// Rejected counts the JobManager's commands dropped by fencing (of
+	// another session, or of an attempt not deployed here).
+	Rejected int64
 }
 
 // Stats returns the agent's counters.
 func (tm *TaskManager) Stats() Stats {
-	return Stats{Registrations: tm.registrations.Load(), Heartbeats: tm.heartbeats.Load(), Losses: tm.losses.Load()}
+	return Stats{Registrations: tm.registrations.Load(), Heartbeats: tm.heartbeats.Load(), Losses: tm.losses.Load(),
+		Rejected: tm.rejected.Load()}
 }
 
 func (tm *TaskManager) setRegistration(session, instance string) {
@@ -377,6 +431,12 @@ func (tm *TaskManager) heartbeat(ctx context.Context, client pb.JobManagerClient
 			}
 		}
 	}()
+	tasksDone := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tasksDone <- tm.runTasks(sctx, client, session, instance)
+	}()
 	defer wg.Wait()
 	defer cancel()
 
@@ -392,6 +452,8 @@ func (tm *TaskManager) heartbeat(ctx context.Context, client pb.JobManagerClient
 		case <-ctx.Done():
 			tm.deregister(client, tm.opts.Logger.With("taskmanager", tm.opts.ResourceID))
 			return attached, "", ctx.Err()
+		case err := <-tasksDone:
+			return attached, "", fmt.Errorf("the task connection broke: %s", describe(err))
 		case r := <-in:
 			if r.err != nil {
 				if errors.Is(r.err, io.EOF) {

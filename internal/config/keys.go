@@ -119,6 +119,8 @@ var Keys = []Key{
 		Accepts: "a duration of at least 1ms, such as 1 s"},
 	{Name: "heartbeat.timeout", Flag: "heartbeat-timeout", Kind: Duration, Min: int64(time.Millisecond), Cluster: true,
 		Accepts: "a duration longer than heartbeat.interval, such as 6 s"},
+	{Name: "slot.request.timeout", Flag: "slot-request-timeout", Kind: Duration, Min: int64(time.Millisecond), Cluster: true,
+		Accepts: "a duration of at least 1ms, such as 5 min"},
 	{Name: "taskmanager.registration.timeout", Flag: "registration-timeout", Kind: Duration, Min: int64(time.Millisecond), Cluster: true,
 		Accepts: "a duration of at least 1ms, such as 5 min"},
 

@@ -102,6 +102,19 @@ type Job interface {
 	Build(self string, p Placement, node *network.Node) jobmaster.BuildFunc
 }
 
+// Preparer is a Job with one-time side effects before its first attempt,
+// which building it must not have since every process of a cluster builds
+// it (clearing an earlier result from an output directory, checking that
+// a second run does not own its checkpoint directory). The JobManager calls
+// Prepare once per submission, once it accepted it (no job of the same id
+// runs: Prepare may remove what that job wrote) and before the first
+// attempt, and fails the submission with its error; a restart never calls
+// it again, nor does a TaskManager.
+type Preparer interface {
+	Job
+	Prepare(ctx context.Context) error
+}
+
 // Registry builds jobs by name from their flags. Every process of a
 // cluster holds the same registry (the same binary, or a user's program
 // calling the same main), so a job is submitted by name and code never

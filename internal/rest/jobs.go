@@ -205,6 +205,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 		Completed: int64(sum.Completed), Failed: int64(sum.Failed), InProgress: sum.InProgress,
 		LatestCompleted: sum.LatestCompleted,
 	}
+	d.NumRestarts = int64(sum.Restarts)
 	writeJSON(w, http.StatusOK, d)
 }
 

@@ -138,6 +138,9 @@ type JobDetailsInfo struct {
 	// Checkpoints are the job's checkpoint counts (weir: Flink needs a
 	// second request).
 	Checkpoints CheckpointCountsBrief `json:"checkpoints"`
+	// NumRestarts counts the job's restarts after failures (Flink's
+	// numRestarts metric).
+	NumRestarts int64 `json:"numRestarts"`
 }
 
 // CheckpointCountsBrief is a job's checkpoint counts in GET /jobs/{id}.

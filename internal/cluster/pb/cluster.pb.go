@@ -1,7 +1,12 @@
-// The control plane between a weir JobManager and its TaskManagers: the
-// membership half (registration, heartbeats both ways, deregistration).
-// Deploying tasks, checkpoints and cancellation are not here yet: they come
-// with the task gateway (docs/cluster.md says what is built).
+// The control plane between a weir JobManager and its TaskManagers and
+// clients: membership (registration, heartbeats both ways,
+// deregistration), the task stream that carries a job attempt's commands
+// down to a TaskManager and its tasks' reports up, and job submission.
+//
+// Complex Go values travel as versioned JSON inside bytes fields: the
+// deploy.Placement, the jobmaster.Restored a deployment starts from, and
+// the []runtime.OperatorStateResult of an acknowledgement (they are plain
+// data, encoding/json). Each such field names its version.
 //
 // Regenerate the Go code with `make proto`.
 
@@ -467,6 +472,1740 @@ func (x *DeregisterReply) GetRemoved() bool {
 	return false
 }
 
+// JobManagerCommand is one command of the JobManager for one job attempt.
+type JobManagerCommand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session is the JobManager's fencing token; a TaskManager drops a
+	// command of another session than the one it registered with.
+	Session string `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	JobId   string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// attempt is the job attempt the command is meant for; a TaskManager
+	// drops a command (other than deploy) for an attempt other than the one
+	// it deployed.
+	Attempt int64 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// Types that are valid to be assigned to Body:
+	//
+	//	*JobManagerCommand_Deploy
+	//	*JobManagerCommand_Trigger
+	//	*JobManagerCommand_NotifyComplete
+	//	*JobManagerCommand_NotifyAborted
+	//	*JobManagerCommand_FinishSources
+	//	*JobManagerCommand_StopTasks
+	//	*JobManagerCommand_Cancel
+	Body          isJobManagerCommand_Body `protobuf_oneof:"body"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobManagerCommand) Reset() {
+	*x = JobManagerCommand{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobManagerCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobManagerCommand) ProtoMessage() {}
+
+func (x *JobManagerCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobManagerCommand.ProtoReflect.Descriptor instead.
+func (*JobManagerCommand) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *JobManagerCommand) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *JobManagerCommand) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *JobManagerCommand) GetAttempt() int64 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *JobManagerCommand) GetBody() isJobManagerCommand_Body {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *JobManagerCommand) GetDeploy() *DeployTasks {
+	if x != nil {
+		if x, ok := x.Body.(*JobManagerCommand_Deploy); ok {
+			return x.Deploy
+		}
+	}
+	return nil
+}
+
+func (x *JobManagerCommand) GetTrigger() *TriggerCheckpoint {
+	if x != nil {
+		if x, ok := x.Body.(*JobManagerCommand_Trigger); ok {
+			return x.Trigger
+		}
+	}
+	return nil
+}
+
+func (x *JobManagerCommand) GetNotifyComplete() *CheckpointNotice {
+	if x != nil {
+		if x, ok := x.Body.(*JobManagerCommand_NotifyComplete); ok {
+			return x.NotifyComplete
+		}
+	}
+	return nil
+}
+
+func (x *JobManagerCommand) GetNotifyAborted() *CheckpointNotice {
+	if x != nil {
+		if x, ok := x.Body.(*JobManagerCommand_NotifyAborted); ok {
+			return x.NotifyAborted
+		}
+	}
+	return nil
+}
+
+func (x *JobManagerCommand) GetFinishSources() *Empty {
+	if x != nil {
+		if x, ok := x.Body.(*JobManagerCommand_FinishSources); ok {
+			return x.FinishSources
+		}
+	}
+	return nil
+}
+
+func (x *JobManagerCommand) GetStopTasks() *Empty {
+	if x != nil {
+		if x, ok := x.Body.(*JobManagerCommand_StopTasks); ok {
+			return x.StopTasks
+		}
+	}
+	return nil
+}
+
+func (x *JobManagerCommand) GetCancel() *CancelTasks {
+	if x != nil {
+		if x, ok := x.Body.(*JobManagerCommand_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return nil
+}
+
+type isJobManagerCommand_Body interface {
+	isJobManagerCommand_Body()
+}
+
+type JobManagerCommand_Deploy struct {
+	Deploy *DeployTasks `protobuf:"bytes,10,opt,name=deploy,proto3,oneof"`
+}
+
+type JobManagerCommand_Trigger struct {
+	Trigger *TriggerCheckpoint `protobuf:"bytes,11,opt,name=trigger,proto3,oneof"`
+}
+
+type JobManagerCommand_NotifyComplete struct {
+	NotifyComplete *CheckpointNotice `protobuf:"bytes,12,opt,name=notify_complete,json=notifyComplete,proto3,oneof"`
+}
+
+type JobManagerCommand_NotifyAborted struct {
+	NotifyAborted *CheckpointNotice `protobuf:"bytes,13,opt,name=notify_aborted,json=notifyAborted,proto3,oneof"`
+}
+
+type JobManagerCommand_FinishSources struct {
+	FinishSources *Empty `protobuf:"bytes,14,opt,name=finish_sources,json=finishSources,proto3,oneof"`
+}
+
+type JobManagerCommand_StopTasks struct {
+	StopTasks *Empty `protobuf:"bytes,15,opt,name=stop_tasks,json=stopTasks,proto3,oneof"`
+}
+
+type JobManagerCommand_Cancel struct {
+	Cancel *CancelTasks `protobuf:"bytes,16,opt,name=cancel,proto3,oneof"`
+}
+
+func (*JobManagerCommand_Deploy) isJobManagerCommand_Body() {}
+
+func (*JobManagerCommand_Trigger) isJobManagerCommand_Body() {}
+
+func (*JobManagerCommand_NotifyComplete) isJobManagerCommand_Body() {}
+
+func (*JobManagerCommand_NotifyAborted) isJobManagerCommand_Body() {}
+
+func (*JobManagerCommand_FinishSources) isJobManagerCommand_Body() {}
+
+func (*JobManagerCommand_StopTasks) isJobManagerCommand_Body() {}
+
+func (*JobManagerCommand_Cancel) isJobManagerCommand_Body() {}
+
+type Empty struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Empty) Reset() {
+	*x = Empty{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Empty) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Empty) ProtoMessage() {}
+
+func (x *Empty) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Empty.ProtoReflect.Descriptor instead.
+func (*Empty) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{7}
+}
+
+// DeployTasks starts the subtasks the placement puts on this TaskManager.
+// The TaskManager builds the job from its own registry (job_name, args),
+// refuses it when its plan's fingerprint differs from fingerprint, checks
+// that it reaches the checkpoint storage, and answers with a DeployReply
+// of the same request number.
+type DeployTasks struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Request     uint64                 `protobuf:"varint,1,opt,name=request,proto3" json:"request,omitempty"`
+	JobName     string                 `protobuf:"bytes,2,opt,name=job_name,json=jobName,proto3" json:"job_name,omitempty"`
+	Args        []string               `protobuf:"bytes,3,rep,name=args,proto3" json:"args,omitempty"`
+	Fingerprint string                 `protobuf:"bytes,4,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// worker is this TaskManager's id in the placement.
+	Worker string `protobuf:"bytes,5,opt,name=worker,proto3" json:"worker,omitempty"`
+	// placement_json is deploy.Placement as JSON (version 1).
+	PlacementJson []byte `protobuf:"bytes,6,opt,name=placement_json,json=placementJson,proto3" json:"placement_json,omitempty"`
+	// restore_json is the jobmaster.Restored the attempt starts from as
+	// JSON (version 1); empty: no state. The TaskManager opens its
+	// StoreURL.
+	RestoreJson []byte `protobuf:"bytes,7,opt,name=restore_json,json=restoreJson,proto3" json:"restore_json,omitempty"`
+	// storage_url is the job's checkpoint storage; probe_name an object the
+	// JobManager wrote there: a TaskManager that cannot read it does not
+	// share the storage and refuses the deployment, naming the path.
+	StorageUrl    string `protobuf:"bytes,8,opt,name=storage_url,json=storageUrl,proto3" json:"storage_url,omitempty"`
+	ProbeName     string `protobuf:"bytes,9,opt,name=probe_name,json=probeName,proto3" json:"probe_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeployTasks) Reset() {
+	*x = DeployTasks{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeployTasks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeployTasks) ProtoMessage() {}
+
+func (x *DeployTasks) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeployTasks.ProtoReflect.Descriptor instead.
+func (*DeployTasks) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DeployTasks) GetRequest() uint64 {
+	if x != nil {
+		return x.Request
+	}
+	return 0
+}
+
+func (x *DeployTasks) GetJobName() string {
+	if x != nil {
+		return x.JobName
+	}
+	return ""
+}
+
+func (x *DeployTasks) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *DeployTasks) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *DeployTasks) GetWorker() string {
+	if x != nil {
+		return x.Worker
+	}
+	return ""
+}
+
+func (x *DeployTasks) GetPlacementJson() []byte {
+	if x != nil {
+		return x.PlacementJson
+	}
+	return nil
+}
+
+func (x *DeployTasks) GetRestoreJson() []byte {
+	if x != nil {
+		return x.RestoreJson
+	}
+	return nil
+}
+
+func (x *DeployTasks) GetStorageUrl() string {
+	if x != nil {
+		return x.StorageUrl
+	}
+	return ""
+}
+
+func (x *DeployTasks) GetProbeName() string {
+	if x != nil {
+		return x.ProbeName
+	}
+	return ""
+}
+
+// TriggerCheckpoint starts a checkpoint at the attempt's sources.
+type TriggerCheckpoint struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Checkpoint  int64                  `protobuf:"varint,1,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	TimestampMs int64                  `protobuf:"varint,2,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	// kind is checkpoint.Kind: 0 checkpoint, 1 savepoint.
+	Kind int32 `protobuf:"varint,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	// store_url and dir locate the checkpoint's (or savepoint's) directory.
+	StoreUrl      string `protobuf:"bytes,4,opt,name=store_url,json=storeUrl,proto3" json:"store_url,omitempty"`
+	Dir           string `protobuf:"bytes,5,opt,name=dir,proto3" json:"dir,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TriggerCheckpoint) Reset() {
+	*x = TriggerCheckpoint{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TriggerCheckpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TriggerCheckpoint) ProtoMessage() {}
+
+func (x *TriggerCheckpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TriggerCheckpoint.ProtoReflect.Descriptor instead.
+func (*TriggerCheckpoint) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *TriggerCheckpoint) GetCheckpoint() int64 {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return 0
+}
+
+func (x *TriggerCheckpoint) GetTimestampMs() int64 {
+	if x != nil {
+		return x.TimestampMs
+	}
+	return 0
+}
+
+func (x *TriggerCheckpoint) GetKind() int32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *TriggerCheckpoint) GetStoreUrl() string {
+	if x != nil {
+		return x.StoreUrl
+	}
+	return ""
+}
+
+func (x *TriggerCheckpoint) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+type CheckpointNotice struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Checkpoint    int64                  `protobuf:"varint,1,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointNotice) Reset() {
+	*x = CheckpointNotice{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointNotice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointNotice) ProtoMessage() {}
+
+func (x *CheckpointNotice) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointNotice.ProtoReflect.Descriptor instead.
+func (*CheckpointNotice) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CheckpointNotice) GetCheckpoint() int64 {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return 0
+}
+
+type CancelTasks struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelTasks) Reset() {
+	*x = CancelTasks{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelTasks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelTasks) ProtoMessage() {}
+
+func (x *CancelTasks) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelTasks.ProtoReflect.Descriptor instead.
+func (*CancelTasks) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CancelTasks) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// TaskManagerMessage is the TaskManager's side of the task stream: first a
+// message with instance_id and session only, then replies and reports.
+type TaskManagerMessage struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Session    string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	InstanceId string                 `protobuf:"bytes,2,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	JobId      string                 `protobuf:"bytes,3,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Attempt    int64                  `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// Types that are valid to be assigned to Body:
+	//
+	//	*TaskManagerMessage_Deployed
+	//	*TaskManagerMessage_Report
+	Body          isTaskManagerMessage_Body `protobuf_oneof:"body"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskManagerMessage) Reset() {
+	*x = TaskManagerMessage{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskManagerMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskManagerMessage) ProtoMessage() {}
+
+func (x *TaskManagerMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskManagerMessage.ProtoReflect.Descriptor instead.
+func (*TaskManagerMessage) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *TaskManagerMessage) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *TaskManagerMessage) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *TaskManagerMessage) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *TaskManagerMessage) GetAttempt() int64 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *TaskManagerMessage) GetBody() isTaskManagerMessage_Body {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *TaskManagerMessage) GetDeployed() *DeployReply {
+	if x != nil {
+		if x, ok := x.Body.(*TaskManagerMessage_Deployed); ok {
+			return x.Deployed
+		}
+	}
+	return nil
+}
+
+func (x *TaskManagerMessage) GetReport() *TaskReport {
+	if x != nil {
+		if x, ok := x.Body.(*TaskManagerMessage_Report); ok {
+			return x.Report
+		}
+	}
+	return nil
+}
+
+type isTaskManagerMessage_Body interface {
+	isTaskManagerMessage_Body()
+}
+
+type TaskManagerMessage_Deployed struct {
+	Deployed *DeployReply `protobuf:"bytes,10,opt,name=deployed,proto3,oneof"`
+}
+
+type TaskManagerMessage_Report struct {
+	Report *TaskReport `protobuf:"bytes,11,opt,name=report,proto3,oneof"`
+}
+
+func (*TaskManagerMessage_Deployed) isTaskManagerMessage_Body() {}
+
+func (*TaskManagerMessage_Report) isTaskManagerMessage_Body() {}
+
+// DeployReply answers DeployTasks: the tasks started, or why none did.
+type DeployReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Request       uint64                 `protobuf:"varint,1,opt,name=request,proto3" json:"request,omitempty"`
+	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Tasks         []*TaskInfo            `protobuf:"bytes,3,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeployReply) Reset() {
+	*x = DeployReply{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeployReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeployReply) ProtoMessage() {}
+
+func (x *DeployReply) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeployReply.ProtoReflect.Descriptor instead.
+func (*DeployReply) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DeployReply) GetRequest() uint64 {
+	if x != nil {
+		return x.Request
+	}
+	return 0
+}
+
+func (x *DeployReply) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *DeployReply) GetTasks() []*TaskInfo {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+type TaskInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Source        bool                   `protobuf:"varint,2,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskInfo) Reset() {
+	*x = TaskInfo{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskInfo) ProtoMessage() {}
+
+func (x *TaskInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskInfo.ProtoReflect.Descriptor instead.
+func (*TaskInfo) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *TaskInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *TaskInfo) GetSource() bool {
+	if x != nil {
+		return x.Source
+	}
+	return false
+}
+
+// TaskReport is one jobmaster.Report of the attempt's tasks.
+type TaskReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Body:
+	//
+	//	*TaskReport_TaskRunning
+	//	*TaskReport_SourceFinished
+	//	*TaskReport_SourceRecords
+	//	*TaskReport_CheckpointMarker
+	//	*TaskReport_Acknowledge
+	//	*TaskReport_Decline
+	//	*TaskReport_TaskFailed
+	//	*TaskReport_AttemptEnded
+	Body          isTaskReport_Body `protobuf_oneof:"body"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskReport) Reset() {
+	*x = TaskReport{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskReport) ProtoMessage() {}
+
+func (x *TaskReport) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskReport.ProtoReflect.Descriptor instead.
+func (*TaskReport) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *TaskReport) GetBody() isTaskReport_Body {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *TaskReport) GetTaskRunning() *TaskEvent {
+	if x != nil {
+		if x, ok := x.Body.(*TaskReport_TaskRunning); ok {
+			return x.TaskRunning
+		}
+	}
+	return nil
+}
+
+func (x *TaskReport) GetSourceFinished() *TaskEvent {
+	if x != nil {
+		if x, ok := x.Body.(*TaskReport_SourceFinished); ok {
+			return x.SourceFinished
+		}
+	}
+	return nil
+}
+
+func (x *TaskReport) GetSourceRecords() *SourceRecords {
+	if x != nil {
+		if x, ok := x.Body.(*TaskReport_SourceRecords); ok {
+			return x.SourceRecords
+		}
+	}
+	return nil
+}
+
+func (x *TaskReport) GetCheckpointMarker() *TaskEvent {
+	if x != nil {
+		if x, ok := x.Body.(*TaskReport_CheckpointMarker); ok {
+			return x.CheckpointMarker
+		}
+	}
+	return nil
+}
+
+func (x *TaskReport) GetAcknowledge() *Acknowledge {
+	if x != nil {
+		if x, ok := x.Body.(*TaskReport_Acknowledge); ok {
+			return x.Acknowledge
+		}
+	}
+	return nil
+}
+
+func (x *TaskReport) GetDecline() *Decline {
+	if x != nil {
+		if x, ok := x.Body.(*TaskReport_Decline); ok {
+			return x.Decline
+		}
+	}
+	return nil
+}
+
+func (x *TaskReport) GetTaskFailed() *TaskFailed {
+	if x != nil {
+		if x, ok := x.Body.(*TaskReport_TaskFailed); ok {
+			return x.TaskFailed
+		}
+	}
+	return nil
+}
+
+func (x *TaskReport) GetAttemptEnded() *AttemptEnded {
+	if x != nil {
+		if x, ok := x.Body.(*TaskReport_AttemptEnded); ok {
+			return x.AttemptEnded
+		}
+	}
+	return nil
+}
+
+type isTaskReport_Body interface {
+	isTaskReport_Body()
+}
+
+type TaskReport_TaskRunning struct {
+	TaskRunning *TaskEvent `protobuf:"bytes,1,opt,name=task_running,json=taskRunning,proto3,oneof"`
+}
+
+type TaskReport_SourceFinished struct {
+	SourceFinished *TaskEvent `protobuf:"bytes,2,opt,name=source_finished,json=sourceFinished,proto3,oneof"`
+}
+
+type TaskReport_SourceRecords struct {
+	SourceRecords *SourceRecords `protobuf:"bytes,3,opt,name=source_records,json=sourceRecords,proto3,oneof"`
+}
+
+type TaskReport_CheckpointMarker struct {
+	CheckpointMarker *TaskEvent `protobuf:"bytes,4,opt,name=checkpoint_marker,json=checkpointMarker,proto3,oneof"`
+}
+
+type TaskReport_Acknowledge struct {
+	Acknowledge *Acknowledge `protobuf:"bytes,5,opt,name=acknowledge,proto3,oneof"`
+}
+
+type TaskReport_Decline struct {
+	Decline *Decline `protobuf:"bytes,6,opt,name=decline,proto3,oneof"`
+}
+
+type TaskReport_TaskFailed struct {
+	TaskFailed *TaskFailed `protobuf:"bytes,7,opt,name=task_failed,json=taskFailed,proto3,oneof"`
+}
+
+type TaskReport_AttemptEnded struct {
+	AttemptEnded *AttemptEnded `protobuf:"bytes,8,opt,name=attempt_ended,json=attemptEnded,proto3,oneof"`
+}
+
+func (*TaskReport_TaskRunning) isTaskReport_Body() {}
+
+func (*TaskReport_SourceFinished) isTaskReport_Body() {}
+
+func (*TaskReport_SourceRecords) isTaskReport_Body() {}
+
+func (*TaskReport_CheckpointMarker) isTaskReport_Body() {}
+
+func (*TaskReport_Acknowledge) isTaskReport_Body() {}
+
+func (*TaskReport_Decline) isTaskReport_Body() {}
+
+func (*TaskReport_TaskFailed) isTaskReport_Body() {}
+
+func (*TaskReport_AttemptEnded) isTaskReport_Body() {}
+
+type TaskEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Task          string                 `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskEvent) Reset() {
+	*x = TaskEvent{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskEvent) ProtoMessage() {}
+
+func (x *TaskEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskEvent.ProtoReflect.Descriptor instead.
+func (*TaskEvent) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *TaskEvent) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+type SourceRecords struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Task          string                 `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	N             int64                  `protobuf:"varint,2,opt,name=n,proto3" json:"n,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SourceRecords) Reset() {
+	*x = SourceRecords{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SourceRecords) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SourceRecords) ProtoMessage() {}
+
+func (x *SourceRecords) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SourceRecords.ProtoReflect.Descriptor instead.
+func (*SourceRecords) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SourceRecords) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *SourceRecords) GetN() int64 {
+	if x != nil {
+		return x.N
+	}
+	return 0
+}
+
+// Acknowledge is a task's part of a checkpoint.
+type Acknowledge struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Task       string                 `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	Checkpoint int64                  `protobuf:"varint,2,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// operators_json is []runtime.OperatorStateResult as JSON (version 1):
+	// the state handles of each of the task's operators.
+	OperatorsJson    []byte `protobuf:"bytes,3,opt,name=operators_json,json=operatorsJson,proto3" json:"operators_json,omitempty"`
+	SyncNs           int64  `protobuf:"varint,4,opt,name=sync_ns,json=syncNs,proto3" json:"sync_ns,omitempty"`
+	AsyncNs          int64  `protobuf:"varint,5,opt,name=async_ns,json=asyncNs,proto3" json:"async_ns,omitempty"`
+	AlignmentNs      int64  `protobuf:"varint,6,opt,name=alignment_ns,json=alignmentNs,proto3" json:"alignment_ns,omitempty"`
+	StartDelayNs     int64  `protobuf:"varint,7,opt,name=start_delay_ns,json=startDelayNs,proto3" json:"start_delay_ns,omitempty"`
+	StateSize        int64  `protobuf:"varint,8,opt,name=state_size,json=stateSize,proto3" json:"state_size,omitempty"`
+	CheckpointedSize int64  `protobuf:"varint,9,opt,name=checkpointed_size,json=checkpointedSize,proto3" json:"checkpointed_size,omitempty"`
+	Unaligned        bool   `protobuf:"varint,10,opt,name=unaligned,proto3" json:"unaligned,omitempty"`
+	PersistedData    int64  `protobuf:"varint,11,opt,name=persisted_data,json=persistedData,proto3" json:"persisted_data,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *Acknowledge) Reset() {
+	*x = Acknowledge{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Acknowledge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Acknowledge) ProtoMessage() {}
+
+func (x *Acknowledge) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Acknowledge.ProtoReflect.Descriptor instead.
+func (*Acknowledge) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Acknowledge) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *Acknowledge) GetCheckpoint() int64 {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return 0
+}
+
+func (x *Acknowledge) GetOperatorsJson() []byte {
+	if x != nil {
+		return x.OperatorsJson
+	}
+	return nil
+}
+
+func (x *Acknowledge) GetSyncNs() int64 {
+	if x != nil {
+		return x.SyncNs
+	}
+	return 0
+}
+
+func (x *Acknowledge) GetAsyncNs() int64 {
+	if x != nil {
+		return x.AsyncNs
+	}
+	return 0
+}
+
+func (x *Acknowledge) GetAlignmentNs() int64 {
+	if x != nil {
+		return x.AlignmentNs
+	}
+	return 0
+}
+
+func (x *Acknowledge) GetStartDelayNs() int64 {
+	if x != nil {
+		return x.StartDelayNs
+	}
+	return 0
+}
+
+func (x *Acknowledge) GetStateSize() int64 {
+	if x != nil {
+		return x.StateSize
+	}
+	return 0
+}
+
+func (x *Acknowledge) GetCheckpointedSize() int64 {
+	if x != nil {
+		return x.CheckpointedSize
+	}
+	return 0
+}
+
+func (x *Acknowledge) GetUnaligned() bool {
+	if x != nil {
+		return x.Unaligned
+	}
+	return false
+}
+
+func (x *Acknowledge) GetPersistedData() int64 {
+	if x != nil {
+		return x.PersistedData
+	}
+	return 0
+}
+
+type Decline struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Task          string                 `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	Checkpoint    int64                  `protobuf:"varint,2,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Decline) Reset() {
+	*x = Decline{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Decline) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Decline) ProtoMessage() {}
+
+func (x *Decline) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Decline.ProtoReflect.Descriptor instead.
+func (*Decline) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Decline) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *Decline) GetCheckpoint() int64 {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return 0
+}
+
+func (x *Decline) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type TaskFailed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Task          string                 `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	Operator      string                 `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	Subtask       int32                  `protobuf:"varint,3,opt,name=subtask,proto3" json:"subtask,omitempty"`
+	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskFailed) Reset() {
+	*x = TaskFailed{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskFailed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskFailed) ProtoMessage() {}
+
+func (x *TaskFailed) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskFailed.ProtoReflect.Descriptor instead.
+func (*TaskFailed) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *TaskFailed) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *TaskFailed) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *TaskFailed) GetSubtask() int32 {
+	if x != nil {
+		return x.Subtask
+	}
+	return 0
+}
+
+func (x *TaskFailed) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type AttemptEnded struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         string                 `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Cancellation  bool                   `protobuf:"varint,2,opt,name=cancellation,proto3" json:"cancellation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttemptEnded) Reset() {
+	*x = AttemptEnded{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttemptEnded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttemptEnded) ProtoMessage() {}
+
+func (x *AttemptEnded) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttemptEnded.ProtoReflect.Descriptor instead.
+func (*AttemptEnded) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *AttemptEnded) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *AttemptEnded) GetCancellation() bool {
+	if x != nil {
+		return x.Cancellation
+	}
+	return false
+}
+
+type SubmitRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the job's name in the registry; args its flags.
+	Name          string   `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Args          []string `protobuf:"bytes,2,rep,name=args,proto3" json:"args,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitRequest) Reset() {
+	*x = SubmitRequest{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitRequest) ProtoMessage() {}
+
+func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
+func (*SubmitRequest) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *SubmitRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SubmitRequest) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+type SubmitReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitReply) Reset() {
+	*x = SubmitReply{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitReply) ProtoMessage() {}
+
+func (x *SubmitReply) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitReply.ProtoReflect.Descriptor instead.
+func (*SubmitReply) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *SubmitReply) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+type JobStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobStatusRequest) Reset() {
+	*x = JobStatusRequest{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobStatusRequest) ProtoMessage() {}
+
+func (x *JobStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobStatusRequest.ProtoReflect.Descriptor instead.
+func (*JobStatusRequest) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *JobStatusRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+// JobInfo is a job's status as the JobManager sees it.
+type JobInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// state is Flink's: CREATED, RUNNING, RESTARTING, FINISHED, CANCELED,
+	// FAILED (and CANCELLING, FAILING on the way).
+	State          string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	Attempt        int64  `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Restarts       int64  `protobuf:"varint,5,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	LastCheckpoint int64  `protobuf:"varint,6,opt,name=last_checkpoint,json=lastCheckpoint,proto3" json:"last_checkpoint,omitempty"`
+	// error is why the job failed (or the last attempt's failure).
+	Error string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	// note says what the job waits for, e.g. "waiting for 4 slots, 2
+	// registered".
+	Note          string `protobuf:"bytes,8,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobInfo) Reset() {
+	*x = JobInfo{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobInfo) ProtoMessage() {}
+
+func (x *JobInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobInfo.ProtoReflect.Descriptor instead.
+func (*JobInfo) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *JobInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *JobInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *JobInfo) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *JobInfo) GetAttempt() int64 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *JobInfo) GetRestarts() int64 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
+func (x *JobInfo) GetLastCheckpoint() int64 {
+	if x != nil {
+		return x.LastCheckpoint
+	}
+	return 0
+}
+
+func (x *JobInfo) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *JobInfo) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+type ListJobsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListJobsRequest) Reset() {
+	*x = ListJobsRequest{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListJobsRequest) ProtoMessage() {}
+
+func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
+func (*ListJobsRequest) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{26}
+}
+
+type ListJobsReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Jobs          []*JobInfo             `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListJobsReply) Reset() {
+	*x = ListJobsReply{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListJobsReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListJobsReply) ProtoMessage() {}
+
+func (x *ListJobsReply) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListJobsReply.ProtoReflect.Descriptor instead.
+func (*ListJobsReply) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ListJobsReply) GetJobs() []*JobInfo {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+type CancelJobRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelJobRequest) Reset() {
+	*x = CancelJobRequest{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelJobRequest) ProtoMessage() {}
+
+func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
+func (*CancelJobRequest) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *CancelJobRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+type CancelJobReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelJobReply) Reset() {
+	*x = CancelJobReply{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelJobReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelJobReply) ProtoMessage() {}
+
+func (x *CancelJobReply) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelJobReply.ProtoReflect.Descriptor instead.
+func (*CancelJobReply) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{29}
+}
+
 var File_weir_cluster_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_weir_cluster_v1_cluster_proto_rawDesc = "" +
@@ -507,13 +2246,146 @@ const file_weir_cluster_v1_cluster_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"E\n" +
 	"\x0fDeregisterReply\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x18\n" +
-	"\aremoved\x18\x02 \x01(\bR\aremoved2\x82\x02\n" +
+	"\aremoved\x18\x02 \x01(\bR\aremoved\"\xaa\x04\n" +
+	"\x11JobManagerCommand\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\x03R\aattempt\x126\n" +
+	"\x06deploy\x18\n" +
+	" \x01(\v2\x1c.weir.cluster.v1.DeployTasksH\x00R\x06deploy\x12>\n" +
+	"\atrigger\x18\v \x01(\v2\".weir.cluster.v1.TriggerCheckpointH\x00R\atrigger\x12L\n" +
+	"\x0fnotify_complete\x18\f \x01(\v2!.weir.cluster.v1.CheckpointNoticeH\x00R\x0enotifyComplete\x12J\n" +
+	"\x0enotify_aborted\x18\r \x01(\v2!.weir.cluster.v1.CheckpointNoticeH\x00R\rnotifyAborted\x12?\n" +
+	"\x0efinish_sources\x18\x0e \x01(\v2\x16.weir.cluster.v1.EmptyH\x00R\rfinishSources\x127\n" +
+	"\n" +
+	"stop_tasks\x18\x0f \x01(\v2\x16.weir.cluster.v1.EmptyH\x00R\tstopTasks\x126\n" +
+	"\x06cancel\x18\x10 \x01(\v2\x1c.weir.cluster.v1.CancelTasksH\x00R\x06cancelB\x06\n" +
+	"\x04body\"\a\n" +
+	"\x05Empty\"\x9a\x02\n" +
+	"\vDeployTasks\x12\x18\n" +
+	"\arequest\x18\x01 \x01(\x04R\arequest\x12\x19\n" +
+	"\bjob_name\x18\x02 \x01(\tR\ajobName\x12\x12\n" +
+	"\x04args\x18\x03 \x03(\tR\x04args\x12 \n" +
+	"\vfingerprint\x18\x04 \x01(\tR\vfingerprint\x12\x16\n" +
+	"\x06worker\x18\x05 \x01(\tR\x06worker\x12%\n" +
+	"\x0eplacement_json\x18\x06 \x01(\fR\rplacementJson\x12!\n" +
+	"\frestore_json\x18\a \x01(\fR\vrestoreJson\x12\x1f\n" +
+	"\vstorage_url\x18\b \x01(\tR\n" +
+	"storageUrl\x12\x1d\n" +
+	"\n" +
+	"probe_name\x18\t \x01(\tR\tprobeName\"\x99\x01\n" +
+	"\x11TriggerCheckpoint\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\x01 \x01(\x03R\n" +
+	"checkpoint\x12!\n" +
+	"\ftimestamp_ms\x18\x02 \x01(\x03R\vtimestampMs\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\x05R\x04kind\x12\x1b\n" +
+	"\tstore_url\x18\x04 \x01(\tR\bstoreUrl\x12\x10\n" +
+	"\x03dir\x18\x05 \x01(\tR\x03dir\"2\n" +
+	"\x10CheckpointNotice\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\x01 \x01(\x03R\n" +
+	"checkpoint\"%\n" +
+	"\vCancelTasks\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xfb\x01\n" +
+	"\x12TaskManagerMessage\x12\x18\n" +
+	"\asession\x18\x01 \x01(\tR\asession\x12\x1f\n" +
+	"\vinstance_id\x18\x02 \x01(\tR\n" +
+	"instanceId\x12\x15\n" +
+	"\x06job_id\x18\x03 \x01(\tR\x05jobId\x12\x18\n" +
+	"\aattempt\x18\x04 \x01(\x03R\aattempt\x12:\n" +
+	"\bdeployed\x18\n" +
+	" \x01(\v2\x1c.weir.cluster.v1.DeployReplyH\x00R\bdeployed\x125\n" +
+	"\x06report\x18\v \x01(\v2\x1b.weir.cluster.v1.TaskReportH\x00R\x06reportB\x06\n" +
+	"\x04body\"n\n" +
+	"\vDeployReply\x12\x18\n" +
+	"\arequest\x18\x01 \x01(\x04R\arequest\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12/\n" +
+	"\x05tasks\x18\x03 \x03(\v2\x19.weir.cluster.v1.TaskInfoR\x05tasks\"2\n" +
+	"\bTaskInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\bR\x06source\"\xae\x04\n" +
+	"\n" +
+	"TaskReport\x12?\n" +
+	"\ftask_running\x18\x01 \x01(\v2\x1a.weir.cluster.v1.TaskEventH\x00R\vtaskRunning\x12E\n" +
+	"\x0fsource_finished\x18\x02 \x01(\v2\x1a.weir.cluster.v1.TaskEventH\x00R\x0esourceFinished\x12G\n" +
+	"\x0esource_records\x18\x03 \x01(\v2\x1e.weir.cluster.v1.SourceRecordsH\x00R\rsourceRecords\x12I\n" +
+	"\x11checkpoint_marker\x18\x04 \x01(\v2\x1a.weir.cluster.v1.TaskEventH\x00R\x10checkpointMarker\x12@\n" +
+	"\vacknowledge\x18\x05 \x01(\v2\x1c.weir.cluster.v1.AcknowledgeH\x00R\vacknowledge\x124\n" +
+	"\adecline\x18\x06 \x01(\v2\x18.weir.cluster.v1.DeclineH\x00R\adecline\x12>\n" +
+	"\vtask_failed\x18\a \x01(\v2\x1b.weir.cluster.v1.TaskFailedH\x00R\n" +
+	"taskFailed\x12D\n" +
+	"\rattempt_ended\x18\b \x01(\v2\x1d.weir.cluster.v1.AttemptEndedH\x00R\fattemptEndedB\x06\n" +
+	"\x04body\"\x1f\n" +
+	"\tTaskEvent\x12\x12\n" +
+	"\x04task\x18\x01 \x01(\tR\x04task\"1\n" +
+	"\rSourceRecords\x12\x12\n" +
+	"\x04task\x18\x01 \x01(\tR\x04task\x12\f\n" +
+	"\x01n\x18\x02 \x01(\x03R\x01n\"\xf6\x02\n" +
+	"\vAcknowledge\x12\x12\n" +
+	"\x04task\x18\x01 \x01(\tR\x04task\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\x02 \x01(\x03R\n" +
+	"checkpoint\x12%\n" +
+	"\x0eoperators_json\x18\x03 \x01(\fR\roperatorsJson\x12\x17\n" +
+	"\async_ns\x18\x04 \x01(\x03R\x06syncNs\x12\x19\n" +
+	"\basync_ns\x18\x05 \x01(\x03R\aasyncNs\x12!\n" +
+	"\falignment_ns\x18\x06 \x01(\x03R\valignmentNs\x12$\n" +
+	"\x0estart_delay_ns\x18\a \x01(\x03R\fstartDelayNs\x12\x1d\n" +
+	"\n" +
+	"state_size\x18\b \x01(\x03R\tstateSize\x12+\n" +
+	"\x11checkpointed_size\x18\t \x01(\x03R\x10checkpointedSize\x12\x1c\n" +
+	"\tunaligned\x18\n" +
+	" \x01(\bR\tunaligned\x12%\n" +
+	"\x0epersisted_data\x18\v \x01(\x03R\rpersistedData\"U\n" +
+	"\aDecline\x12\x12\n" +
+	"\x04task\x18\x01 \x01(\tR\x04task\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\x02 \x01(\x03R\n" +
+	"checkpoint\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"l\n" +
+	"\n" +
+	"TaskFailed\x12\x12\n" +
+	"\x04task\x18\x01 \x01(\tR\x04task\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\tR\boperator\x12\x18\n" +
+	"\asubtask\x18\x03 \x01(\x05R\asubtask\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"H\n" +
+	"\fAttemptEnded\x12\x14\n" +
+	"\x05error\x18\x01 \x01(\tR\x05error\x12\"\n" +
+	"\fcancellation\x18\x02 \x01(\bR\fcancellation\"7\n" +
+	"\rSubmitRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04args\x18\x02 \x03(\tR\x04args\"$\n" +
+	"\vSubmitReply\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\")\n" +
+	"\x10JobStatusRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"\xcc\x01\n" +
+	"\aJobInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x18\n" +
+	"\aattempt\x18\x04 \x01(\x03R\aattempt\x12\x1a\n" +
+	"\brestarts\x18\x05 \x01(\x03R\brestarts\x12'\n" +
+	"\x0flast_checkpoint\x18\x06 \x01(\x03R\x0elastCheckpoint\x12\x14\n" +
+	"\x05error\x18\a \x01(\tR\x05error\x12\x12\n" +
+	"\x04note\x18\b \x01(\tR\x04note\"\x11\n" +
+	"\x0fListJobsRequest\"=\n" +
+	"\rListJobsReply\x12,\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x18.weir.cluster.v1.JobInfoR\x04jobs\")\n" +
+	"\x10CancelJobRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"\x10\n" +
+	"\x0eCancelJobReply2\x89\x05\n" +
 	"\n" +
 	"JobManager\x12L\n" +
 	"\bRegister\x12 .weir.cluster.v1.RegisterRequest\x1a\x1e.weir.cluster.v1.RegisterReply\x12R\n" +
 	"\tHeartbeat\x12 .weir.cluster.v1.TaskManagerBeat\x1a\x1f.weir.cluster.v1.JobManagerBeat(\x010\x01\x12R\n" +
 	"\n" +
-	"Deregister\x12\".weir.cluster.v1.DeregisterRequest\x1a .weir.cluster.v1.DeregisterReplyB0Z.github.com/weirstream/weir/internal/cluster/pbb\x06proto3"
+	"Deregister\x12\".weir.cluster.v1.DeregisterRequest\x1a .weir.cluster.v1.DeregisterReply\x12T\n" +
+	"\x05Tasks\x12#.weir.cluster.v1.TaskManagerMessage\x1a\".weir.cluster.v1.JobManagerCommand(\x010\x01\x12F\n" +
+	"\x06Submit\x12\x1e.weir.cluster.v1.SubmitRequest\x1a\x1c.weir.cluster.v1.SubmitReply\x12H\n" +
+	"\tJobStatus\x12!.weir.cluster.v1.JobStatusRequest\x1a\x18.weir.cluster.v1.JobInfo\x12L\n" +
+	"\bListJobs\x12 .weir.cluster.v1.ListJobsRequest\x1a\x1e.weir.cluster.v1.ListJobsReply\x12O\n" +
+	"\tCancelJob\x12!.weir.cluster.v1.CancelJobRequest\x1a\x1f.weir.cluster.v1.CancelJobReplyB0Z.github.com/weirstream/weir/internal/cluster/pbb\x06proto3"
 
 var (
 	file_weir_cluster_v1_cluster_proto_rawDescOnce sync.Once
@@ -527,27 +2399,80 @@ func file_weir_cluster_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_weir_cluster_v1_cluster_proto_rawDescData
 }
 
-var file_weir_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_weir_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_weir_cluster_v1_cluster_proto_goTypes = []any{
-	(*RegisterRequest)(nil),   // 0: weir.cluster.v1.RegisterRequest
-	(*RegisterReply)(nil),     // 1: weir.cluster.v1.RegisterReply
-	(*TaskManagerBeat)(nil),   // 2: weir.cluster.v1.TaskManagerBeat
-	(*JobManagerBeat)(nil),    // 3: weir.cluster.v1.JobManagerBeat
-	(*DeregisterRequest)(nil), // 4: weir.cluster.v1.DeregisterRequest
-	(*DeregisterReply)(nil),   // 5: weir.cluster.v1.DeregisterReply
+	(*RegisterRequest)(nil),    // 0: weir.cluster.v1.RegisterRequest
+	(*RegisterReply)(nil),      // 1: weir.cluster.v1.RegisterReply
+	(*TaskManagerBeat)(nil),    // 2: weir.cluster.v1.TaskManagerBeat
+	(*JobManagerBeat)(nil),     // 3: weir.cluster.v1.JobManagerBeat
+	(*DeregisterRequest)(nil),  // 4: weir.cluster.v1.DeregisterRequest
+	(*DeregisterReply)(nil),    // 5: weir.cluster.v1.DeregisterReply
+	(*JobManagerCommand)(nil),  // 6: weir.cluster.v1.JobManagerCommand
+	(*Empty)(nil),              // 7: weir.cluster.v1.Empty
+	(*DeployTasks)(nil),        // 8: weir.cluster.v1.DeployTasks
+	(*TriggerCheckpoint)(nil),  // 9: weir.cluster.v1.TriggerCheckpoint
+	(*CheckpointNotice)(nil),   // 10: weir.cluster.v1.CheckpointNotice
+	(*CancelTasks)(nil),        // 11: weir.cluster.v1.CancelTasks
+	(*TaskManagerMessage)(nil), // 12: weir.cluster.v1.TaskManagerMessage
+	(*DeployReply)(nil),        // 13: weir.cluster.v1.DeployReply
+	(*TaskInfo)(nil),           // 14: weir.cluster.v1.TaskInfo
+	(*TaskReport)(nil),         // 15: weir.cluster.v1.TaskReport
+	(*TaskEvent)(nil),          // 16: weir.cluster.v1.TaskEvent
+	(*SourceRecords)(nil),      // 17: weir.cluster.v1.SourceRecords
+	(*Acknowledge)(nil),        // 18: weir.cluster.v1.Acknowledge
+	(*Decline)(nil),            // 19: weir.cluster.v1.Decline
+	(*TaskFailed)(nil),         // 20: weir.cluster.v1.TaskFailed
+	(*AttemptEnded)(nil),       // 21: weir.cluster.v1.AttemptEnded
+	(*SubmitRequest)(nil),      // 22: weir.cluster.v1.SubmitRequest
+	(*SubmitReply)(nil),        // 23: weir.cluster.v1.SubmitReply
+	(*JobStatusRequest)(nil),   // 24: weir.cluster.v1.JobStatusRequest
+	(*JobInfo)(nil),            // 25: weir.cluster.v1.JobInfo
+	(*ListJobsRequest)(nil),    // 26: weir.cluster.v1.ListJobsRequest
+	(*ListJobsReply)(nil),      // 27: weir.cluster.v1.ListJobsReply
+	(*CancelJobRequest)(nil),   // 28: weir.cluster.v1.CancelJobRequest
+	(*CancelJobReply)(nil),     // 29: weir.cluster.v1.CancelJobReply
 }
 var file_weir_cluster_v1_cluster_proto_depIdxs = []int32{
-	0, // 0: weir.cluster.v1.JobManager.Register:input_type -> weir.cluster.v1.RegisterRequest
-	2, // 1: weir.cluster.v1.JobManager.Heartbeat:input_type -> weir.cluster.v1.TaskManagerBeat
-	4, // 2: weir.cluster.v1.JobManager.Deregister:input_type -> weir.cluster.v1.DeregisterRequest
-	1, // 3: weir.cluster.v1.JobManager.Register:output_type -> weir.cluster.v1.RegisterReply
-	3, // 4: weir.cluster.v1.JobManager.Heartbeat:output_type -> weir.cluster.v1.JobManagerBeat
-	5, // 5: weir.cluster.v1.JobManager.Deregister:output_type -> weir.cluster.v1.DeregisterReply
-	3, // [3:6] is the sub-list for method output_type
-	0, // [0:3] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	8,  // 0: weir.cluster.v1.JobManagerCommand.deploy:type_name -> weir.cluster.v1.DeployTasks
+	9,  // 1: weir.cluster.v1.JobManagerCommand.trigger:type_name -> weir.cluster.v1.TriggerCheckpoint
+	10, // 2: weir.cluster.v1.JobManagerCommand.notify_complete:type_name -> weir.cluster.v1.CheckpointNotice
+	10, // 3: weir.cluster.v1.JobManagerCommand.notify_aborted:type_name -> weir.cluster.v1.CheckpointNotice
+	7,  // 4: weir.cluster.v1.JobManagerCommand.finish_sources:type_name -> weir.cluster.v1.Empty
+	7,  // 5: weir.cluster.v1.JobManagerCommand.stop_tasks:type_name -> weir.cluster.v1.Empty
+	11, // 6: weir.cluster.v1.JobManagerCommand.cancel:type_name -> weir.cluster.v1.CancelTasks
+	13, // 7: weir.cluster.v1.TaskManagerMessage.deployed:type_name -> weir.cluster.v1.DeployReply
+	15, // 8: weir.cluster.v1.TaskManagerMessage.report:type_name -> weir.cluster.v1.TaskReport
+	14, // 9: weir.cluster.v1.DeployReply.tasks:type_name -> weir.cluster.v1.TaskInfo
+	16, // 10: weir.cluster.v1.TaskReport.task_running:type_name -> weir.cluster.v1.TaskEvent
+	16, // 11: weir.cluster.v1.TaskReport.source_finished:type_name -> weir.cluster.v1.TaskEvent
+	17, // 12: weir.cluster.v1.TaskReport.source_records:type_name -> weir.cluster.v1.SourceRecords
+	16, // 13: weir.cluster.v1.TaskReport.checkpoint_marker:type_name -> weir.cluster.v1.TaskEvent
+	18, // 14: weir.cluster.v1.TaskReport.acknowledge:type_name -> weir.cluster.v1.Acknowledge
+	19, // 15: weir.cluster.v1.TaskReport.decline:type_name -> weir.cluster.v1.Decline
+	20, // 16: weir.cluster.v1.TaskReport.task_failed:type_name -> weir.cluster.v1.TaskFailed
+	21, // 17: weir.cluster.v1.TaskReport.attempt_ended:type_name -> weir.cluster.v1.AttemptEnded
+	25, // 18: weir.cluster.v1.ListJobsReply.jobs:type_name -> weir.cluster.v1.JobInfo
+	0,  // 19: weir.cluster.v1.JobManager.Register:input_type -> weir.cluster.v1.RegisterRequest
+	2,  // 20: weir.cluster.v1.JobManager.Heartbeat:input_type -> weir.cluster.v1.TaskManagerBeat
+	4,  // 21: weir.cluster.v1.JobManager.Deregister:input_type -> weir.cluster.v1.DeregisterRequest
+	12, // 22: weir.cluster.v1.JobManager.Tasks:input_type -> weir.cluster.v1.TaskManagerMessage
+	22, // 23: weir.cluster.v1.JobManager.Submit:input_type -> weir.cluster.v1.SubmitRequest
+	24, // 24: weir.cluster.v1.JobManager.JobStatus:input_type -> weir.cluster.v1.JobStatusRequest
+	26, // 25: weir.cluster.v1.JobManager.ListJobs:input_type -> weir.cluster.v1.ListJobsRequest
+	28, // 26: weir.cluster.v1.JobManager.CancelJob:input_type -> weir.cluster.v1.CancelJobRequest
+	1,  // 27: weir.cluster.v1.JobManager.Register:output_type -> weir.cluster.v1.RegisterReply
+	3,  // 28: weir.cluster.v1.JobManager.Heartbeat:output_type -> weir.cluster.v1.JobManagerBeat
+	5,  // 29: weir.cluster.v1.JobManager.Deregister:output_type -> weir.cluster.v1.DeregisterReply
+	6,  // 30: weir.cluster.v1.JobManager.Tasks:output_type -> weir.cluster.v1.JobManagerCommand
+	23, // 31: weir.cluster.v1.JobManager.Submit:output_type -> weir.cluster.v1.SubmitReply
+	25, // 32: weir.cluster.v1.JobManager.JobStatus:output_type -> weir.cluster.v1.JobInfo
+	27, // 33: weir.cluster.v1.JobManager.ListJobs:output_type -> weir.cluster.v1.ListJobsReply
+	29, // 34: weir.cluster.v1.JobManager.CancelJob:output_type -> weir.cluster.v1.CancelJobReply
+	27, // [27:35] is the sub-list for method output_type
+	19, // [19:27] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_weir_cluster_v1_cluster_proto_init() }
@@ -555,13 +2480,36 @@ func file_weir_cluster_v1_cluster_proto_init() {
 	if File_weir_cluster_v1_cluster_proto != nil {
 		return
 	}
+	file_weir_cluster_v1_cluster_proto_msgTypes[6].OneofWrappers = []any{
+		(*JobManagerCommand_Deploy)(nil),
+		(*JobManagerCommand_Trigger)(nil),
+		(*JobManagerCommand_NotifyComplete)(nil),
+		(*JobManagerCommand_NotifyAborted)(nil),
+		(*JobManagerCommand_FinishSources)(nil),
+		(*JobManagerCommand_StopTasks)(nil),
+		(*JobManagerCommand_Cancel)(nil),
+	}
+	file_weir_cluster_v1_cluster_proto_msgTypes[12].OneofWrappers = []any{
+		(*TaskManagerMessage_Deployed)(nil),
+		(*TaskManagerMessage_Report)(nil),
+	}
+	file_weir_cluster_v1_cluster_proto_msgTypes[15].OneofWrappers = []any{
+		(*TaskReport_TaskRunning)(nil),
+		(*TaskReport_SourceFinished)(nil),
+		(*TaskReport_SourceRecords)(nil),
+		(*TaskReport_CheckpointMarker)(nil),
+		(*TaskReport_Acknowledge)(nil),
+		(*TaskReport_Decline)(nil),
+		(*TaskReport_TaskFailed)(nil),
+		(*TaskReport_AttemptEnded)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_cluster_v1_cluster_proto_rawDesc), len(file_weir_cluster_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

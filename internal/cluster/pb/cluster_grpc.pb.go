@@ -1,7 +1,12 @@
-// The control plane between a weir JobManager and its TaskManagers: the
-// membership half (registration, heartbeats both ways, deregistration).
-// Deploying tasks, checkpoints and cancellation are not here yet: they come
-// with the task gateway (docs/cluster.md says what is built).
+// The control plane between a weir JobManager and its TaskManagers and
+// clients: membership (registration, heartbeats both ways,
+// deregistration), the task stream that carries a job attempt's commands
+// down to a TaskManager and its tasks' reports up, and job submission.
+//
+// Complex Go values travel as versioned JSON inside bytes fields: the
+// deploy.Placement, the jobmaster.Restored a deployment starts from, and
+// the []runtime.OperatorStateResult of an acknowledgement (they are plain
+// data, encoding/json). Each such field names its version.
 //
 // Regenerate the Go code with `make proto`.
 
@@ -29,6 +34,11 @@ const (
 	JobManager_Register_FullMethodName   = "/weir.cluster.v1.JobManager/Register"
 	JobManager_Heartbeat_FullMethodName  = "/weir.cluster.v1.JobManager/Heartbeat"
 	JobManager_Deregister_FullMethodName = "/weir.cluster.v1.JobManager/Deregister"
+	JobManager_Tasks_FullMethodName      = "/weir.cluster.v1.JobManager/Tasks"
+	JobManager_Submit_FullMethodName     = "/weir.cluster.v1.JobManager/Submit"
+	JobManager_JobStatus_FullMethodName  = "/weir.cluster.v1.JobManager/JobStatus"
+	JobManager_ListJobs_FullMethodName   = "/weir.cluster.v1.JobManager/ListJobs"
+	JobManager_CancelJob_FullMethodName  = "/weir.cluster.v1.JobManager/CancelJob"
 )
 
 // JobManagerClient is the client API for JobManager service.
@@ -55,6 +65,30 @@ type JobManagerClient interface {
 	Heartbeat(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TaskManagerBeat, JobManagerBeat], error)
 	// Deregister removes an instance (a TaskManager shutting down).
 	Deregister(ctx context.Context, in *DeregisterRequest, opts ...grpc.CallOption) (*DeregisterReply, error)
+	// Tasks is the task stream of one registered instance: the JobManager
+	// sends the commands of job attempts (deploy, trigger a checkpoint,
+	// notify complete / aborted, finish sources, stop, cancel), the
+	// TaskManager sends the replies to deployments and its tasks' reports.
+	// The TaskManager's first message names its instance and session (no
+	// body). Every later message on either side carries the JobManager's
+	// session (fencing token), the job id and the attempt: a message of
+	// another session, or of an attempt other than the one deployed there,
+	// is dropped by the receiver. The stream breaking is a lost TaskManager,
+	// as a broken heartbeat stream is: the JobManager fails its attempts at
+	// once, and the TaskManager cancels its tasks.
+	Tasks(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TaskManagerMessage, JobManagerCommand], error)
+	// Submit builds a job by name with its flags (every process of the
+	// cluster holds the same registry of jobs: code never travels) and runs
+	// it. INVALID_ARGUMENT: an unknown name or bad flags;
+	// FAILED_PRECONDITION: checkpoint storage the TaskManagers cannot share.
+	Submit(ctx context.Context, in *SubmitRequest, opts ...grpc.CallOption) (*SubmitReply, error)
+	// JobStatus reports one job; NOT_FOUND for an unknown id.
+	JobStatus(ctx context.Context, in *JobStatusRequest, opts ...grpc.CallOption) (*JobInfo, error)
+	// ListJobs reports every job the JobManager ran, in submission order.
+	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsReply, error)
+	// CancelJob cancels a job and returns at once; NOT_FOUND for an unknown
+	// id.
+	CancelJob(ctx context.Context, in *CancelJobRequest, opts ...grpc.CallOption) (*CancelJobReply, error)
 }
 
 type jobManagerClient struct {
@@ -98,6 +132,59 @@ func (c *jobManagerClient) Deregister(ctx context.Context, in *DeregisterRequest
 	return out, nil
 }
 
+func (c *jobManagerClient) Tasks(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TaskManagerMessage, JobManagerCommand], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &JobManager_ServiceDesc.Streams[1], JobManager_Tasks_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[TaskManagerMessage, JobManagerCommand]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type JobManager_TasksClient = grpc.BidiStreamingClient[TaskManagerMessage, JobManagerCommand]
+
+func (c *jobManagerClient) Submit(ctx context.Context, in *SubmitRequest, opts ...grpc.CallOption) (*SubmitReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SubmitReply)
+	err := c.cc.Invoke(ctx, JobManager_Submit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *jobManagerClient) JobStatus(ctx context.Context, in *JobStatusRequest, opts ...grpc.CallOption) (*JobInfo, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(JobInfo)
+	err := c.cc.Invoke(ctx, JobManager_JobStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *jobManagerClient) ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListJobsReply)
+	err := c.cc.Invoke(ctx, JobManager_ListJobs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *jobManagerClient) CancelJob(ctx context.Context, in *CancelJobRequest, opts ...grpc.CallOption) (*CancelJobReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelJobReply)
+	err := c.cc.Invoke(ctx, JobManager_CancelJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // JobManagerServer is the server API for JobManager service.
 // All implementations must embed UnimplementedJobManagerServer
 // for forward compatibility.
@@ -122,6 +209,30 @@ type JobManagerServer interface {
 	Heartbeat(grpc.BidiStreamingServer[TaskManagerBeat, JobManagerBeat]) error
 	// Deregister removes an instance (a TaskManager shutting down).
 	Deregister(context.Context, *DeregisterRequest) (*DeregisterReply, error)
+	// Tasks is the task stream of one registered instance: the JobManager
+	// sends the commands of job attempts (deploy, trigger a checkpoint,
+	// notify complete / aborted, finish sources, stop, cancel), the
+	// TaskManager sends the replies to deployments and its tasks' reports.
+	// The TaskManager's first message names its instance and session (no
+	// body). Every later message on either side carries the JobManager's
+	// session (fencing token), the job id and the attempt: a message of
+	// another session, or of an attempt other than the one deployed there,
+	// is dropped by the receiver. The stream breaking is a lost TaskManager,
+	// as a broken heartbeat stream is: the JobManager fails its attempts at
+	// once, and the TaskManager cancels its tasks.
+	Tasks(grpc.BidiStreamingServer[TaskManagerMessage, JobManagerCommand]) error
+	// Submit builds a job by name with its flags (every process of the
+	// cluster holds the same registry of jobs: code never travels) and runs
+	// it. INVALID_ARGUMENT: an unknown name or bad flags;
+	// FAILED_PRECONDITION: checkpoint storage the TaskManagers cannot share.
+	Submit(context.Context, *SubmitRequest) (*SubmitReply, error)
+	// JobStatus reports one job; NOT_FOUND for an unknown id.
+	JobStatus(context.Context, *JobStatusRequest) (*JobInfo, error)
+	// ListJobs reports every job the JobManager ran, in submission order.
+	ListJobs(context.Context, *ListJobsRequest) (*ListJobsReply, error)
+	// CancelJob cancels a job and returns at once; NOT_FOUND for an unknown
+	// id.
+	CancelJob(context.Context, *CancelJobRequest) (*CancelJobReply, error)
 	mustEmbedUnimplementedJobManagerServer()
 }
 
@@ -140,6 +251,21 @@ func (UnimplementedJobManagerServer) Heartbeat(grpc.BidiStreamingServer[TaskMana
 }
 func (UnimplementedJobManagerServer) Deregister(context.Context, *DeregisterRequest) (*DeregisterReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Deregister not implemented")
+}
+func (UnimplementedJobManagerServer) Tasks(grpc.BidiStreamingServer[TaskManagerMessage, JobManagerCommand]) error {
+	return status.Error(codes.Unimplemented, "method Tasks not implemented")
+}
+func (UnimplementedJobManagerServer) Submit(context.Context, *SubmitRequest) (*SubmitReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Submit not implemented")
+}
+func (UnimplementedJobManagerServer) JobStatus(context.Context, *JobStatusRequest) (*JobInfo, error) {
+	return nil, status.Error(codes.Unimplemented, "method JobStatus not implemented")
+}
+func (UnimplementedJobManagerServer) ListJobs(context.Context, *ListJobsRequest) (*ListJobsReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListJobs not implemented")
+}
+func (UnimplementedJobManagerServer) CancelJob(context.Context, *CancelJobRequest) (*CancelJobReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelJob not implemented")
 }
 func (UnimplementedJobManagerServer) mustEmbedUnimplementedJobManagerServer() {}
 func (UnimplementedJobManagerServer) testEmbeddedByValue()                    {}
@@ -205,6 +331,85 @@ func _JobManager_Deregister_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _JobManager_Tasks_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(JobManagerServer).Tasks(&grpc.GenericServerStream[TaskManagerMessage, JobManagerCommand]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type JobManager_TasksServer = grpc.BidiStreamingServer[TaskManagerMessage, JobManagerCommand]
+
+func _JobManager_Submit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SubmitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobManagerServer).Submit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobManager_Submit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobManagerServer).Submit(ctx, req.(*SubmitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _JobManager_JobStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(JobStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobManagerServer).JobStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobManager_JobStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobManagerServer).JobStatus(ctx, req.(*JobStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _JobManager_ListJobs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListJobsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobManagerServer).ListJobs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobManager_ListJobs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobManagerServer).ListJobs(ctx, req.(*ListJobsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _JobManager_CancelJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(JobManagerServer).CancelJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: JobManager_CancelJob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(JobManagerServer).CancelJob(ctx, req.(*CancelJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // JobManager_ServiceDesc is the grpc.ServiceDesc for JobManager service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -220,11 +425,33 @@ var JobManager_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Deregister",
 			Handler:    _JobManager_Deregister_Handler,
 		},
+		{
+			MethodName: "Submit",
+			Handler:    _JobManager_Submit_Handler,
+		},
+		{
+			MethodName: "JobStatus",
+			Handler:    _JobManager_JobStatus_Handler,
+		},
+		{
+			MethodName: "ListJobs",
+			Handler:    _JobManager_ListJobs_Handler,
+		},
+		{
+			MethodName: "CancelJob",
+			Handler:    _JobManager_CancelJob_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Heartbeat",
 			Handler:       _JobManager_Heartbeat_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Tasks",
+			Handler:       _JobManager_Tasks_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},

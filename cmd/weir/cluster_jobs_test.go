@@ -1,0 +1,539 @@
+package main
+
+// Jobs on a cluster of real weir processes on 127.0.0.1: a JobManager,
+// TaskManagers, and weir run --jobmanager submitting bundled jobs by name.
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/internal/cluster"
+	"github.com/weirstream/weir/internal/rest"
+	"github.com/weirstream/weir/internal/testutil/multiset"
+)
+
+// testCluster is a JobManager and its TaskManagers.
+type testCluster struct {
+	t        *testing.T
+	jm       *roleProc
+	rpc, url string
+	// tms[i] is the i-th TaskManager's current process; tmArgs[i] its
+	// flags, to start it again.
+	tms    []*roleProc
+	tmIDs  []string
+	tmArgs [][]string
+	tmEnv  [][]string
+}
+
+// startCluster starts a JobManager with jmArgs and n TaskManagers of
+// slots slots each, and waits until they are registered.
+func startCluster(t *testing.T, n, slots int, jmArgs ...string) *testCluster {
+	t.Helper()
+	jm, rpc, url := startJobManager(t, jmArgs...)
+	c := &testCluster{t: t, jm: jm, rpc: rpc, url: url}
+	for range n {
+		c.addTaskManager(nil, "--slots", strconv.Itoa(slots))
+	}
+	c.waitRegistered(n)
+	return c
+}
+
+// addTaskManager starts one more TaskManager with env and args.
+func (c *testCluster) addTaskManager(env []string, args ...string) int {
+	c.t.Helper()
+	full := append([]string{"taskmanager", "--jobmanager", c.rpc}, args...)
+	p, got := startRole(c.t, env, full, `TaskManager (\S+) with`, `msg=registered`)
+	c.tms = append(c.tms, p)
+	c.tmIDs = append(c.tmIDs, got[0])
+	c.tmArgs = append(c.tmArgs, full)
+	c.tmEnv = append(c.tmEnv, env)
+	return len(c.tms) - 1
+}
+
+// restart starts TaskManager i again (after it was killed), under a new
+// id, and waits until it registered.
+func (c *testCluster) restart(i int) {
+	c.t.Helper()
+	p, got := startRole(c.t, c.tmEnv[i], c.tmArgs[i], `TaskManager (\S+) with`, `msg=registered`)
+	c.tms[i], c.tmIDs[i] = p, got[0]
+}
+
+func (c *testCluster) waitRegistered(n int) {
+	c.t.Helper()
+	waitTaskManagers(c.t, c.url, fmt.Sprintf("%d TaskManagers are registered", n), func(m map[string]rest.TaskManagerEntry) bool { return len(m) == n })
+}
+
+// client dials the JobManager from the test.
+func (c *testCluster) client(token string) *cluster.Client {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := cluster.Dial(ctx, c.rpc, cluster.ClientOptions{Token: token})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// logs is every process's stderr, for a failure report.
+func (c *testCluster) logs() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "--- JobManager:\n%s", c.jm.stderr.String())
+	for i, p := range c.tms {
+		fmt.Fprintf(&b, "--- TaskManager %d (%s):\n%s", i, c.tmIDs[i], p.stderr.String())
+	}
+	return b.String()
+}
+
+// committedLines are the lines of the committed files of dir.
+func committedLines(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	forEachCommittedLine(t, dir, func(_, line string) { out = append(out, line) })
+	return out
+}
+
+// wordCountArgs are weir run wordcount's flags for input into out with
+// checkpoints in ck.
+func wordCountArgs(input, out, ck string, extra ...string) []string {
+	return append([]string{"run", "wordcount", "--input", input, "--output", out, "--parallelism", "2",
+		"--checkpoint-interval", "100ms", "--checkpoint-dir", ck}, extra...)
+}
+
+// exitCode waits (up to d) for p to end and returns its exit code.
+func exitCode(t *testing.T, p *roleProc, d time.Duration, what string) int {
+	t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(d):
+		t.Fatalf("%s did not end within %v; stderr:\n%s", what, d, p.stderr.String())
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// TestClusterWordCountSameAsLocal: wordcount on a JobManager and two
+// TaskManagers of one slot each (so every edge crosses the data plane
+// between processes) commits the same lines as in local mode; with
+// --detached weir run prints the job's id and returns, and the job runs
+// to its end.
+func TestClusterWordCountSameAsLocal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real weir processes")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	input := wordsInput(t, dir, 20_000)
+	text, _ := os.ReadFile(input)
+	want := wordTotals(string(text))
+
+	localOut := filepath.Join(dir, "local")
+	if _, stderr, code := runWeir(t, wordCountArgs(input, localOut, filepath.Join(dir, "ck-local"))...); code != 0 {
+		t.Fatalf("local run: exit %d\n%s", code, stderr)
+	}
+	c := startCluster(t, 2, 1)
+	// Relative paths: weir run makes them absolute for the cluster's
+	// processes, which run elsewhere.
+	rel := func(p string) string {
+		wd, _ := os.Getwd()
+		r, err := filepath.Rel(wd, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	clusterOut := filepath.Join(dir, "cluster")
+	start := time.Now()
+	stdout, stderr, code := runWeir(t, append(wordCountArgs(rel(input), rel(clusterOut), rel(filepath.Join(dir, "ck-cluster"))), "--jobmanager", c.rpc)...)
+	t.Logf("on the cluster in %v", time.Since(start).Round(time.Millisecond))
+	if code != 0 || !strings.Contains(stdout, "wordcount: job wordcount finished on the cluster") {
+		t.Fatalf("cluster run: exit %d\nstdout %s\nstderr %s\n%s", code, stdout, stderr, c.logs())
+	}
+	for _, w := range []string{"weir: job wordcount submitted to the JobManager at " + c.rpc, "weir: job wordcount is RUNNING (attempt"} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("weir run's progress lacks %q:\n%s", w, stderr)
+		}
+	}
+	missing, extra := multiset.Diff(committedLines(t, localOut), committedLines(t, clusterOut))
+	if len(missing)+len(extra) > 0 {
+		t.Errorf("cluster output differs from local: %d lines missing (first %v), %d extra (first %v)",
+			len(missing), missing[:min(len(missing), 5)], len(extra), extra[:min(len(extra), 5)])
+	}
+	checkWordCountOutput(t, clusterOut, want)
+	// Both TaskManagers ran a part of it.
+	for i, p := range c.tms {
+		if !strings.Contains(p.stderr.String(), "wordcount") {
+			t.Logf("TaskManager %d's log does not name the job:\n%s", i, p.stderr.String())
+		}
+	}
+
+	// Detached: the id on stdout, at once; the job goes on to its end.
+	detachedOut := filepath.Join(dir, "detached")
+	stdout, stderr, code = runWeir(t, append(wordCountArgs(input, detachedOut, filepath.Join(dir, "ck-detached")), "--jobmanager", c.rpc, "--detached")...)
+	id := strings.TrimSpace(stdout)
+	if code != 0 || id != "wordcount" {
+		t.Fatalf("detached: exit %d, stdout %q\nstderr %s", code, stdout, stderr)
+	}
+	st := waitJob(t, c.client(""), id, time.Minute, func(s cluster.JobStatus) bool { return jobTerminal(s.State) })
+	if st.State != "FINISHED" {
+		t.Fatalf("detached job ended %+v\n%s", st, c.logs())
+	}
+	checkWordCountOutput(t, detachedOut, want)
+}
+
+// waitJob polls the job's status until cond holds (or d passes).
+func waitJob(t *testing.T, cl *cluster.Client, id string, d time.Duration, cond func(cluster.JobStatus) bool) cluster.JobStatus {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		st, err := cl.Status(ctx, id)
+		cancel()
+		if err == nil && cond(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s: condition not met within %v; last status %+v, %v", id, d, st, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Bounds of the cluster's SIGKILL test: the input is sized so that the job
+// runs a few seconds on two TaskManagers, long enough for the kills.
+const (
+	clusterKillLines    = 150_000
+	clusterKills        = 3
+	clusterKillMinDelay = 300 * time.Millisecond
+	clusterKillMaxDelay = 1200 * time.Millisecond
+)
+
+// clusterRestart is the restart strategy of the failover tests: quick
+// retries, many of them.
+const clusterRestart = "fixed-delay:attempts=100,delay=100ms"
+
+// TestClusterSIGKILLTaskManagersExactlyOnce kills TaskManagers with SIGKILL
+// at random moments while wordcount writes through the exactly-once file
+// sink, and starts each again after a random pause. The job restarts from
+// its latest checkpoint on the slots left and runs to its end; the
+// committed output holds each "word,k" exactly once. Rerun a failure with
+// WEIR_SIGKILL_SEED.
+func TestClusterSIGKILLTaskManagersExactlyOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills real weir processes")
+	}
+	t.Parallel()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("WEIR_SIGKILL_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("seed %d (rerun with WEIR_SIGKILL_SEED=%d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
+	dir := t.TempDir()
+	input := wordsInput(t, dir, clusterKillLines)
+	text, _ := os.ReadFile(input)
+	want := wordTotals(string(text))
+	// Two slots each: the job fits on either TaskManager alone.
+	c := startCluster(t, 2, 2, "--heartbeat-interval", "200ms", "--heartbeat-timeout", "3s")
+	out := filepath.Join(dir, "out")
+	args := append(wordCountArgs(input, out, filepath.Join(dir, "ck"), "--restart", clusterRestart), "--jobmanager", c.rpc)
+	run, _ := startRole(t, nil, args, `submitted to the JobManager`)
+	kills := 0
+	for kills < clusterKills {
+		delay := clusterKillMinDelay + time.Duration(rng.Int64N(int64(clusterKillMaxDelay-clusterKillMinDelay)))
+		select {
+		case <-run.exited:
+		case <-time.After(delay):
+		}
+		if isDone(run) {
+			break
+		}
+		i := rng.IntN(len(c.tms))
+		c.tms[i].cmd.Process.Kill()
+		<-c.tms[i].exited
+		kills++
+		t.Logf("kill %d: TaskManager %d (%s) after %v", kills, i, c.tmIDs[i], delay.Round(time.Millisecond))
+		time.Sleep(time.Duration(rng.Int64N(int64(500 * time.Millisecond))))
+		c.restart(i)
+	}
+	if code := exitCode(t, run, 90*time.Second, "weir run"); code != 0 {
+		t.Fatalf("weir run exited %d after %d kills:\n%s\n%s", code, kills, run.stderr.String(), c.logs())
+	}
+	if kills == 0 {
+		t.Fatalf("the job ended before the first kill: make the input larger\n%s", run.stderr.String())
+	}
+	restarts := strings.Count(run.stderr.String(), "restarted (restart")
+	t.Logf("%d kills, %d restarts seen by weir run", kills, restarts)
+	checkWordCountOutput(t, out, want)
+}
+
+func isDone(p *roleProc) bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitLine waits (up to d) until p's stderr matches re.
+func waitLine(t *testing.T, p *roleProc, re string, d time.Duration) {
+	t.Helper()
+	rx := regexp.MustCompile(re)
+	deadline := time.Now().Add(d)
+	for !rx.MatchString(p.stderr.String()) {
+		if time.Now().After(deadline) || isDone(p) {
+			t.Fatalf("no %q within %v (ended: %v); stderr:\n%s", re, d, isDone(p), p.stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestClusterZombieTaskManager: a TaskManager stopped (SIGSTOP) past the
+// heartbeat timeout is dropped and the job restarts without it; resumed
+// (SIGCONT), its tasks of the old attempt wake up and try to go on, but the
+// JobManager takes no acknowledgement or report of an old attempt, so the
+// committed output stays exactly once.
+func TestClusterZombieTaskManager(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stops real weir processes")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	input := wordsInput(t, dir, clusterKillLines)
+	text, _ := os.ReadFile(input)
+	want := wordTotals(string(text))
+	c := startCluster(t, 2, 2, "--heartbeat-interval", "100ms", "--heartbeat-timeout", "1s")
+	out := filepath.Join(dir, "out")
+	args := append(wordCountArgs(input, out, filepath.Join(dir, "ck"), "--restart", clusterRestart), "--jobmanager", c.rpc)
+	run, _ := startRole(t, nil, args, `submitted to the JobManager`)
+	waitLine(t, run, `completed checkpoint`, 30*time.Second)
+	zombie := c.tms[0]
+	if err := zombie.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	// Dropped by the heartbeat, the job restarts on the other one, and
+	// checkpoints again there.
+	waitLine(t, run, `restarted \(restart 1\)`, 30*time.Second)
+	t.Logf("restarted %v after SIGSTOP", time.Since(stopped).Round(time.Millisecond))
+	n := strings.Count(run.stderr.String(), "completed checkpoint")
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Count(run.stderr.String(), "completed checkpoint") < n+2 && !isDone(run) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	zombie.cmd.Process.Signal(syscall.SIGCONT)
+	if code := exitCode(t, run, 90*time.Second, "weir run"); code != 0 {
+		t.Fatalf("weir run exited %d:\n%s\n%s", code, run.stderr.String(), c.logs())
+	}
+	checkWordCountOutput(t, out, want)
+	t.Logf("JobManager's log:\n%s", c.jm.stderr.String())
+}
+
+// TestClusterRunBadInput: each mistake of weir run --jobmanager, and each
+// TaskManager that cannot take part, gives a one-line error and a non-zero
+// exit.
+func TestClusterRunBadInput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real weir processes")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.txt")
+	os.WriteFile(input, []byte("a b c\n"), 0o644)
+	c := startCluster(t, 1, 1, "--slot-request-timeout", "1s")
+	dead := freeAddr(t)
+	ck := filepath.Join(dir, "ck")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown job", []string{"run", "wordcnt", "--jobmanager", c.rpc}, `unknown command "wordcnt" for "weir run": did you mean "wordcount"?`},
+		{"unknown job, far off", []string{"run", "sort", "--jobmanager", c.rpc}, `unknown command "sort" for "weir run": use one of nexmark, wordcount`},
+		{"no JobManager answers", wordCountArgs(input, filepath.Join(dir, "o1"), ck, "--jobmanager", dead, "--jobmanager-timeout", "1s"), "no JobManager answered at " + dead},
+		{"more parallelism than slots", wordCountArgs(input, filepath.Join(dir, "o2"), ck, "--jobmanager", c.rpc, "--parallelism", "3", "--restart", "none"), "waiting for 3 slots"},
+		{"bad flag value", wordCountArgs(input, filepath.Join(dir, "o3"), ck, "--jobmanager", c.rpc, "--state-backend", "rocks"), `--state-backend is "rocks": use heap or pebble`},
+		{"no shared checkpoint storage", []string{"run", "wordcount", "--input", input, "--output", filepath.Join(dir, "o4"), "--jobmanager", c.rpc}, "checkpoint storage"},
+		{"checkpoints in memory", wordCountArgs(input, filepath.Join(dir, "o5"), "memory://x", "--jobmanager", c.rpc), "memory"},
+		{"local REST API flag", wordCountArgs(input, filepath.Join(dir, "o6"), ck, "--jobmanager", c.rpc, "--rest-address", "127.0.0.1:0"), "--rest-address serves the REST API of a job run here"},
+		{"half TLS", wordCountArgs(input, filepath.Join(dir, "o7"), ck, "--jobmanager", c.rpc, "--tls-cert", "x.pem"), "--tls-cert, --tls-key and --tls-ca go together"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			_, stderr, code := runWeir(t, tc.args...)
+			took := time.Since(start)
+			last := lastLine([]byte(stderr))
+			if code == 0 || !strings.Contains(last, tc.want) {
+				t.Errorf("exit %d, last line %q; want non-zero and %q; stderr:\n%s", code, last, tc.want, stderr)
+			}
+			if took > 20*time.Second {
+				t.Errorf("took %v", took)
+			}
+		})
+	}
+
+	// The JobManager's registry refuses an unknown name too (a client of
+	// another build), listing the jobs it knows.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.client("").Submit(ctx, "sort", nil); err == nil || !strings.Contains(err.Error(), `unknown job "sort": the bundled jobs are nexmark, wordcount`) {
+		t.Errorf("Submit of an unknown job: %v", err)
+	}
+}
+
+// TestClusterOtherBuild: a TaskManager whose build of the job gives another
+// graph (another binary, here one more subtask per operator) is refused the
+// deployment, naming the fingerprints, and the job fails with that cause.
+func TestClusterOtherBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real weir processes")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.txt")
+	os.WriteFile(input, []byte("a b c\n"), 0o644)
+	jm, rpc, url := startJobManager(t)
+	c := &testCluster{t: t, jm: jm, rpc: rpc, url: url}
+	c.addTaskManager([]string{otherBuildEnv + "=1"}, "--slots", "2")
+	_, stderr, code := runWeir(t, wordCountArgs(input, filepath.Join(dir, "out"), filepath.Join(dir, "ck"), "--jobmanager", rpc, "--restart", "none")...)
+	last := lastLine([]byte(stderr))
+	if code == 0 || !strings.Contains(last, "fingerprint") {
+		t.Fatalf("exit %d, last line %q; want non-zero and a fingerprint mismatch\n%s\n%s", code, last, stderr, c.logs())
+	}
+}
+
+// TestClusterPartitionedTaskManager: a TaskManager in a network namespace
+// of its own, joined to the host by a veth pair, is cut off (the host's end
+// taken down) while wordcount runs on it and on a TaskManager of the host.
+// No connection breaks: the heartbeat timeout finds it, and the job
+// restarts without it on the host's TaskManager and runs to its end,
+// exactly once. Needs root and ip(8); skipped otherwise.
+func TestClusterPartitionedTaskManager(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real weir processes")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for ip netns")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs ip(8)")
+	}
+	t.Parallel()
+	n := (os.Getpid() + 101) % 250
+	id := fmt.Sprintf("%d", os.Getpid()%100000)
+	ns, host, peer := "weirjob"+id, "wjh"+id, "wjp"+id
+	hostIP, peerIP := fmt.Sprintf("10.232.%d.1", n), fmt.Sprintf("10.232.%d.2", n)
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	ip("netns", "add", ns)
+	t.Cleanup(func() {
+		exec.Command("ip", "link", "del", host).Run()
+		exec.Command("ip", "netns", "del", ns).Run()
+	})
+	ip("link", "add", host, "type", "veth", "peer", "name", peer)
+	ip("link", "set", peer, "netns", ns)
+	ip("addr", "add", hostIP+"/30", "dev", host)
+	ip("link", "set", host, "up")
+	ip("netns", "exec", ns, "ip", "addr", "add", peerIP+"/30", "dev", peer)
+	ip("netns", "exec", ns, "ip", "link", "set", peer, "up")
+	ip("netns", "exec", ns, "ip", "link", "set", "lo", "up")
+
+	dir := t.TempDir()
+	input := wordsInput(t, dir, clusterKillLines)
+	text, _ := os.ReadFile(input)
+	want := wordTotals(string(text))
+	// Not loopback addresses: the cluster token is required.
+	token := []string{"--cluster-token", "part"}
+	jm, got := startRole(t, nil, append([]string{"jobmanager", "--rpc-address", hostIP + ":0", "--rest-address", "127.0.0.1:0",
+		"--heartbeat-interval", "100ms", "--heartbeat-timeout", "1s"}, token...),
+		`JobManager RPC on (\S+)`, `REST API on (http\S+)`)
+	c := &testCluster{t: t, jm: jm, rpc: got[0], url: got[1]}
+	c.addTaskManager(nil, append([]string{"--slots", "2", "--data-address", hostIP + ":0"}, token...)...)
+	tmArgs := append([]string{"taskmanager", "--jobmanager", c.rpc, "--slots", "2", "--data-address", peerIP + ":0"}, token...)
+	_, got = startRoleCmd(t, exec.Command("ip", append([]string{"netns", "exec", ns, os.Args[0]}, tmArgs...)...), nil, tmArgs,
+		`TaskManager (\S+) with`, `msg=registered`)
+	c.waitRegistered(2)
+
+	out := filepath.Join(dir, "out")
+	args := append(wordCountArgs(input, out, filepath.Join(dir, "ck"), "--restart", clusterRestart), "--jobmanager", c.rpc)
+	args = append(args, token...)
+	run, _ := startRole(t, nil, args, `submitted to the JobManager`)
+	waitLine(t, run, `completed checkpoint`, 30*time.Second)
+	ip("link", "set", host, "down")
+	cut := time.Now()
+	waitLine(t, run, `restarted \(restart 1\)`, 30*time.Second)
+	t.Logf("restarted %v after the partition", time.Since(cut).Round(time.Millisecond))
+	if code := exitCode(t, run, 90*time.Second, "weir run"); code != 0 {
+		t.Fatalf("weir run exited %d:\n%s\n%s", code, run.stderr.String(), c.logs())
+	}
+	ip("link", "set", host, "up")
+	checkWordCountOutput(t, out, want)
+}
+
+// TestClusterFailoverTime measures the failover time of a job on a
+// cluster: a TaskManager killed with SIGKILL, to the job RUNNING again
+// (a new attempt, deployed from the latest checkpoint on the TaskManager
+// left). p50 and max over WEIR_CLUSTER_FAILOVER kills (20 by default when
+// set to 1); not run otherwise.
+//
+//	WEIR_CLUSTER_FAILOVER=1 go test -run TestClusterFailoverTime -v ./cmd/weir/
+func TestClusterFailoverTime(t *testing.T) {
+	kills, _ := strconv.Atoi(os.Getenv("WEIR_CLUSTER_FAILOVER"))
+	if kills == 0 {
+		t.Skip("a measurement: set WEIR_CLUSTER_FAILOVER=1 (20 kills) or to the number of kills")
+	}
+	if kills == 1 {
+		kills = 20
+	}
+	dir := t.TempDir()
+	c := startCluster(t, 2, 2, "--heartbeat-interval", "1s", "--heartbeat-timeout", "6s")
+	// An unbounded job: the demo text again and again.
+	args := []string{"run", "wordcount", "--repeat-rate", "20000", "--output", filepath.Join(dir, "out"), "--parallelism", "2",
+		"--checkpoint-interval", "500ms", "--checkpoint-dir", filepath.Join(dir, "ck"), "--restart", clusterRestart, "--jobmanager", c.rpc, "--detached"}
+	stdout, stderr, code := runWeir(t, args...)
+	if code != 0 {
+		t.Fatalf("submit: exit %d\n%s", code, stderr)
+	}
+	id := strings.TrimSpace(stdout)
+	cl := c.client("")
+	st := waitJob(t, cl, id, 30*time.Second, func(s cluster.JobStatus) bool { return s.State == "RUNNING" && s.LastCheckpoint > 0 })
+	var times []time.Duration
+	for k := range kills {
+		i := k % len(c.tms)
+		ckpt := st.LastCheckpoint
+		attempt := st.Attempt
+		c.tms[i].cmd.Process.Kill()
+		killed := time.Now()
+		st = waitJob(t, cl, id, 60*time.Second, func(s cluster.JobStatus) bool { return s.State == "RUNNING" && s.Attempt > attempt })
+		d := time.Since(killed)
+		times = append(times, d)
+		<-c.tms[i].exited
+		c.restart(i)
+		c.waitRegistered(2)
+		// A checkpoint of the new attempt before the next kill.
+		st = waitJob(t, cl, id, 60*time.Second, func(s cluster.JobStatus) bool { return s.State == "RUNNING" && s.LastCheckpoint > ckpt })
+		t.Logf("kill %d: TaskManager %d, RUNNING again (attempt %d) after %v", k+1, i, st.Attempt, d.Round(time.Millisecond))
+	}
+	slices.Sort(times)
+	t.Logf("failover after SIGKILL of a TaskManager, %d kills: p50 %v, max %v", len(times),
+		times[(len(times)-1)/2].Round(time.Millisecond), times[len(times)-1].Round(time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl.Cancel(ctx, id)
+}

@@ -1,0 +1,553 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/weirstream/weir/internal/cluster/pb"
+	"github.com/weirstream/weir/internal/deploy"
+	"github.com/weirstream/weir/internal/jobmaster"
+	"github.com/weirstream/weir/internal/rest"
+	"github.com/weirstream/weir/internal/storage"
+)
+
+// DefaultSlotRequestTimeout is how long a job waits for enough slots
+// (Flink's slot.request.timeout).
+const DefaultSlotRequestTimeout = 5 * time.Minute
+
+// probeDir holds the objects a JobManager writes to a job's checkpoint
+// storage for its TaskManagers to find (storage.Probe lists this prefix).
+const probeDir = "weir-probe/"
+
+// jobRun is one job submitted to the JobManager: its JobMaster runs in
+// this process, its tasks on the TaskManagers. It implements rest.Job.
+type jobRun struct {
+	jm        *JobManager
+	id, name  string
+	args      []string
+	plan      deploy.Plan
+	master    *jobmaster.JobMaster
+	mopts     jobmaster.Options
+	cancel    context.CancelFunc
+	submitted time.Time
+	probe     string // the probe object in the job's storage
+	done      chan struct{}
+
+	mu         sync.Mutex
+	state      rest.JobStatus
+	attempt    int
+	note       string
+	errText    string
+	end        time.Time
+	cancelling bool
+	exceptions []rest.ExceptionInfo // newest first
+	placement  deploy.Placement     // the current attempt's
+	loggedWait string
+}
+
+// Submit implements the Submit call: it builds the job with the
+// registry and runs its JobMaster here.
+func (jm *JobManager) Submit(ctx context.Context, req *pb.SubmitRequest) (*pb.SubmitReply, error) {
+	id, err := jm.SubmitJob(ctx, req.Name, req.Args)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.SubmitReply{JobId: id}, nil
+}
+
+// SubmitJob builds job name with args and runs it on the cluster; it
+// returns the job's id. Its errors are gRPC statuses with the reason.
+func (jm *JobManager) SubmitJob(ctx context.Context, name string, args []string) (string, error) {
+	if jm.opts.Jobs == nil {
+		return "", status.Error(codes.FailedPrecondition, "this JobManager has no registry of jobs: it cannot run any")
+	}
+	job, err := jm.opts.Jobs.Job(name, args)
+	if err != nil {
+		return "", status.Error(codes.InvalidArgument, err.Error())
+	}
+	mopts, err := job.Master()
+	if err != nil {
+		return "", status.Errorf(codes.InvalidArgument, "job %s: %v", name, err)
+	}
+	if mopts.Storage == nil {
+		return "", status.Errorf(codes.InvalidArgument, "job %s has no checkpoint storage: a cluster needs a shared path or s3:// (--checkpoint-dir)", name)
+	}
+	url := mopts.Storage.URL()
+	if strings.HasPrefix(url, "memory:") {
+		return "", status.Errorf(codes.FailedPrecondition, "job %s: checkpoint storage %s lives in the JobManager's memory, which TaskManagers cannot reach: give a path every process shares, or s3:// (--checkpoint-dir)", name, url)
+	}
+	if mopts.JobID == "" {
+		mopts.JobID = newID(name + "-")
+	}
+	run := &jobRun{jm: jm, id: mopts.JobID, name: name, args: slices.Clone(args), plan: job.Plan(),
+		submitted: jm.opts.Now(), done: make(chan struct{}), state: rest.JobCreated}
+	// The probe: TaskManagers that cannot read it do not share the storage.
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := storage.Probe(sctx, mopts.Storage); err != nil {
+		return "", status.Errorf(codes.FailedPrecondition, "job %s: checkpoint storage: %v", name, err)
+	}
+	run.probe = probeDir + run.id + "-" + newID("")
+	if err := writeProbe(sctx, mopts.Storage, run.probe, run.id); err != nil {
+		return "", status.Errorf(codes.FailedPrecondition, "job %s: the JobManager cannot write to its checkpoint storage %s: %v", name, url, err)
+	}
+	log := jm.opts.Logger.With("job", run.id, "name", name)
+	mopts.Logger = log
+	onFailure := mopts.OnFailure
+	mopts.OnFailure = func(err error, restarting bool) {
+		run.failed(err, restarting)
+		if onFailure != nil {
+			onFailure(err, restarting)
+		}
+	}
+	run.mopts = mopts
+	gw := &statusGateway{TaskGateway: deploy.NewGateway(run.plan, &scheduler{jm: jm, run: run}, log), run: run}
+	master, err := jobmaster.New(mopts, gw)
+	if err != nil {
+		mopts.Storage.Delete(sctx, run.probe)
+		return "", status.Errorf(codes.InvalidArgument, "job %s: %v", name, err)
+	}
+	run.master = master
+
+	jm.mu.Lock()
+	if jm.closed {
+		jm.mu.Unlock()
+		mopts.Storage.Delete(sctx, run.probe)
+		return "", status.Error(codes.Unavailable, "the JobManager is shutting down")
+	}
+	if old, ok := jm.jobs[run.id]; ok && !old.status().Terminal() {
+		jm.mu.Unlock()
+		mopts.Storage.Delete(sctx, run.probe)
+		return "", status.Errorf(codes.AlreadyExists, "job id %s is already running (job %s): cancel it first, or give another --job-id", run.id, old.name)
+	}
+	old, known := jm.jobs[run.id]
+	if !known {
+		jm.jobOrder = append(jm.jobOrder, run.id)
+	}
+	jm.jobs[run.id] = run
+	runCtx, cancelRun := context.WithCancel(jm.jobsCtx)
+	run.cancel = cancelRun
+	jm.wg.Add(1)
+	jm.mu.Unlock()
+	if p, ok := job.(deploy.Preparer); ok {
+		// Accepted (no job of this id runs): the job's one-time side
+		// effects, here and never again on a restart.
+		if err := p.Prepare(sctx); err != nil {
+			jm.mu.Lock()
+			if known {
+				jm.jobs[run.id] = old
+			} else {
+				delete(jm.jobs, run.id)
+				jm.jobOrder = slices.DeleteFunc(jm.jobOrder, func(id string) bool { return id == run.id })
+			}
+			jm.mu.Unlock()
+			jm.wg.Done()
+			cancelRun()
+			mopts.Storage.Delete(sctx, run.probe)
+			return "", status.Errorf(codes.FailedPrecondition, "job %s: %v", name, err)
+		}
+	}
+	log.Info("job submitted", "args", args, "parallelism", maxParallelism(run.plan), "storage", url)
+	go func() {
+		defer jm.wg.Done()
+		defer cancelRun()
+		err := master.Run(runCtx)
+		run.ended(err)
+		jm.mu.Lock()
+		jm.slots.Release(run.id)
+		jm.changedLocked()
+		jm.mu.Unlock()
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		mopts.Storage.Delete(dctx, run.probe)
+		cancel()
+		st := run.status()
+		log.Info("job ended", "state", st.State, "err", st.Error)
+	}()
+	return run.id, nil
+}
+
+func writeProbe(ctx context.Context, st storage.Store, name, job string) error {
+	w, err := st.Create(ctx, name)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "written by the JobManager of job %s for its TaskManagers to find\n", job); err != nil {
+		w.Abort()
+		return err
+	}
+	return w.Commit()
+}
+
+func maxParallelism(p deploy.Plan) int {
+	n := 0
+	for _, v := range p.Vertices {
+		n = max(n, v.Parallelism)
+	}
+	return n
+}
+
+// JobStatus implements the JobStatus call.
+func (jm *JobManager) JobStatus(_ context.Context, req *pb.JobStatusRequest) (*pb.JobInfo, error) {
+	jm.mu.Lock()
+	run, ok := jm.jobs[req.JobId]
+	jm.mu.Unlock()
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "no job %q on this JobManager", req.JobId)
+	}
+	return infoOf(run.status()), nil
+}
+
+// ListJobs implements the ListJobs call.
+func (jm *JobManager) ListJobs(context.Context, *pb.ListJobsRequest) (*pb.ListJobsReply, error) {
+	out := &pb.ListJobsReply{}
+	for _, r := range jm.runs() {
+		out.Jobs = append(out.Jobs, infoOf(r.status()))
+	}
+	return out, nil
+}
+
+// CancelJob implements the CancelJob call.
+func (jm *JobManager) CancelJob(_ context.Context, req *pb.CancelJobRequest) (*pb.CancelJobReply, error) {
+	jm.mu.Lock()
+	run, ok := jm.jobs[req.JobId]
+	jm.mu.Unlock()
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "no job %q on this JobManager", req.JobId)
+	}
+	run.Cancel()
+	return &pb.CancelJobReply{}, nil
+}
+
+func (jm *JobManager) runs() []*jobRun {
+	jm.mu.Lock()
+	defer jm.mu.Unlock()
+	out := make([]*jobRun, 0, len(jm.jobOrder))
+	for _, id := range jm.jobOrder {
+		out = append(out, jm.jobs[id])
+	}
+	return out
+}
+
+// Jobs implements rest.JobManager: the jobs submitted, in order.
+func (jm *JobManager) Jobs() []rest.Job {
+	out := []rest.Job{}
+	for _, r := range jm.runs() {
+		out = append(out, r)
+	}
+	return out
+}
+
+// Job implements rest.JobManager.
+func (jm *JobManager) Job(id string) (rest.Job, bool) {
+	jm.mu.Lock()
+	defer jm.mu.Unlock()
+	r, ok := jm.jobs[id]
+	if !ok {
+		return nil, false
+	}
+	return r, true
+}
+
+// --- the job's status -------------------------------------------------------
+
+func (r *jobRun) status() JobStatus {
+	sum, _ := r.master.Stats()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.state
+	if r.cancelling && !st.Terminal() {
+		st = rest.JobCancelling
+	}
+	return JobStatus{ID: r.id, Name: r.name, State: string(st), Attempt: r.attempt, Restarts: sum.Restarts,
+		LastCheckpoint: sum.LatestCompleted, Error: r.errText, Note: r.note}
+}
+
+func (r *jobRun) deployed(attempt int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.attempt = attempt
+	r.note = ""
+	if !r.state.Terminal() {
+		r.state = rest.JobRunning
+	}
+}
+
+func (r *jobRun) failed(err error, restarting bool) {
+	e := rest.ExceptionInfo{Time: r.jm.opts.Now(), Name: fmt.Sprintf("%T", err), Message: err.Error()}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.exceptions = append([]rest.ExceptionInfo{e}, r.exceptions...)
+	if len(r.exceptions) > 100 {
+		r.exceptions = r.exceptions[:100]
+	}
+	r.errText = err.Error()
+	if restarting {
+		r.state = rest.JobRestarting
+	} else {
+		r.state = rest.JobFailing
+	}
+}
+
+func (r *jobRun) ended(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.end = r.jm.opts.Now()
+	r.note = ""
+	switch {
+	case err == nil:
+		r.state = rest.JobFinished
+	case errors.Is(err, context.Canceled):
+		r.state = rest.JobCanceled
+	default:
+		r.state = rest.JobFailed
+		r.errText = err.Error()
+		if len(r.exceptions) == 0 || r.exceptions[0].Message != err.Error() {
+			r.exceptions = append([]rest.ExceptionInfo{{Time: r.end, Name: fmt.Sprintf("%T", err), Message: err.Error()}}, r.exceptions...)
+		}
+	}
+	close(r.done)
+}
+
+func (r *jobRun) setNote(note string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.note = note
+}
+
+// Done is closed once the job ended.
+func (r *jobRun) Done() <-chan struct{} { return r.done }
+
+// --- rest.Job ---------------------------------------------------------------
+
+var _ rest.Job = (*jobRun)(nil)
+
+// ID implements rest.Job.
+func (r *jobRun) ID() string { return r.id }
+
+// Name implements rest.Job.
+func (r *jobRun) Name() string { return r.name }
+
+// Status implements rest.Job.
+func (r *jobRun) Status() rest.JobStatus { return rest.JobStatus(r.status().State) }
+
+// StartTime implements rest.Job.
+func (r *jobRun) StartTime() time.Time { return r.submitted }
+
+// EndTime implements rest.Job.
+func (r *jobRun) EndTime() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.end
+}
+
+// Vertices implements rest.Job: the plan's vertices, with the status of the
+// job's tasks (their figures are on the TaskManagers' /metrics).
+func (r *jobRun) Vertices() []rest.VertexInfo {
+	st := r.Status()
+	ts := rest.TaskCreated
+	switch st {
+	case rest.JobRunning:
+		ts = rest.TaskRunning
+	case rest.JobFinished:
+		ts = rest.TaskFinished
+	case rest.JobCanceled, rest.JobCancelling:
+		ts = rest.TaskCanceled
+	case rest.JobFailed, rest.JobFailing:
+		ts = rest.TaskFailed
+	case rest.JobRestarting:
+		ts = rest.TaskScheduled
+	}
+	out := make([]rest.VertexInfo, len(r.plan.Vertices))
+	for i, v := range r.plan.Vertices {
+		out[i] = rest.VertexInfo{ID: strconv.Itoa(v.ID), Name: v.Name, Parallelism: v.Parallelism,
+			MaxParallelism: r.plan.MaxParallelism, Status: ts, StartTime: r.submitted, EndTime: r.EndTime(),
+			Metrics: rest.IOMetrics{BytesUnknown: true}}
+	}
+	return out
+}
+
+// Placement is where the current (or last) attempt's subtasks run.
+func (r *jobRun) Placement() deploy.Placement {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.placement
+}
+
+// Exceptions implements rest.Job.
+func (r *jobRun) Exceptions() []rest.ExceptionInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.exceptions)
+}
+
+// CheckpointConfig implements rest.Job.
+func (r *jobRun) CheckpointConfig() rest.CheckpointConfigInfo {
+	c := r.mopts.Checkpoint
+	return rest.CheckpointConfigInfo{
+		ExactlyOnce: true,
+		Interval:    time.Duration(c.Interval) * time.Millisecond, Timeout: time.Duration(c.Timeout) * time.Millisecond,
+		MinPause: time.Duration(c.MinPause) * time.Millisecond, MaxConcurrent: c.MaxConcurrent,
+		TolerableFailures: c.TolerableFailures, Retained: c.Retained, RetainOnCancel: r.mopts.RetainOnCancel,
+		CheckpointStorage: r.mopts.Storage.URL(), SavepointDir: r.mopts.SavepointDir, EveryNRecords: c.EveryNRecords,
+	}
+}
+
+// Checkpoints implements rest.Job.
+func (r *jobRun) Checkpoints() (jobmaster.Summary, []jobmaster.CheckpointStats) {
+	return r.master.Stats()
+}
+
+// Checkpoint implements rest.Job.
+func (r *jobRun) Checkpoint(id int64) (jobmaster.CheckpointStats, bool) {
+	return r.master.Checkpoint(id)
+}
+
+// TriggerCheckpoint implements rest.Job.
+func (r *jobRun) TriggerCheckpoint(ctx context.Context) (int64, error) {
+	return r.master.TriggerCheckpoint(ctx)
+}
+
+// TriggerSavepoint implements rest.Job.
+func (r *jobRun) TriggerSavepoint(ctx context.Context, dir string) (string, error) {
+	return r.master.TriggerSavepoint(ctx, dir, false)
+}
+
+// StopWithSavepoint implements rest.Job.
+func (r *jobRun) StopWithSavepoint(ctx context.Context, dir string) (string, error) {
+	return r.master.TriggerSavepoint(ctx, dir, true)
+}
+
+// Cancel implements rest.Job: it cancels the job and returns at once.
+func (r *jobRun) Cancel() {
+	r.mu.Lock()
+	if !r.state.Terminal() {
+		r.cancelling = true
+	}
+	r.mu.Unlock()
+	r.cancel()
+}
+
+// statusGateway is the job's gateway with the job's status kept: RUNNING
+// once an attempt was deployed.
+type statusGateway struct {
+	jobmaster.TaskGateway
+	run *jobRun
+}
+
+func (g *statusGateway) Deploy(ctx context.Context, req jobmaster.DeployRequest, l jobmaster.Listener) ([]jobmaster.TaskInfo, error) {
+	tasks, err := g.TaskGateway.Deploy(ctx, req, l)
+	if err == nil {
+		g.run.deployed(req.Attempt)
+	}
+	return tasks, err
+}
+
+// --- the scheduler ----------------------------------------------------------
+
+// scheduler places the attempts of one job on the registered
+// TaskManagers whose task stream is attached: deploy.Spread over their
+// free slots, waiting for enough slots up to the slot request timeout.
+type scheduler struct {
+	jm  *JobManager
+	run *jobRun
+}
+
+// Place implements deploy.Scheduler.
+func (s *scheduler) Place(ctx context.Context, plan deploy.Plan, attempt int) (deploy.Placement, []deploy.Worker, error) {
+	jm, run := s.jm, s.run
+	timeout := jm.opts.SlotRequestTimeout
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	need := maxParallelism(plan)
+	for {
+		jm.mu.Lock()
+		// The slots of the job's previous attempt are free again: its
+		// tasks ended before the JobMaster deploys the next.
+		jm.slots.Release(run.id)
+		var offers []deploy.Slots
+		streams := map[string]*taskStream{}
+		free := 0
+		for _, m := range jm.instances {
+			if m.tasks == nil || m.tasks.isLost() {
+				continue
+			}
+			_, f, _ := jm.slots.Slots(m.instance)
+			offers = append(offers, deploy.Slots{Worker: m.req.ResourceId, DataAddress: m.req.DataAddress, Free: f})
+			streams[m.req.ResourceId] = m.tasks
+			free += f
+		}
+		changed := jm.changed
+		if free >= need {
+			p, err := deploy.Spread(plan, offers)
+			if err != nil {
+				jm.mu.Unlock()
+				return deploy.Placement{}, nil, err
+			}
+			var workers []deploy.Worker
+			for id := range p.Workers {
+				ts := streams[id]
+				if _, err := jm.slots.AllocateOn(run.id, ts.instance, slotsUsed(p, id)); err != nil {
+					jm.slots.Release(run.id)
+					jm.mu.Unlock()
+					return deploy.Placement{}, nil, err
+				}
+				workers = append(workers, newRemoteWorker(jm, run, ts))
+			}
+			jm.mu.Unlock()
+			run.mu.Lock()
+			run.placement = p
+			run.mu.Unlock()
+			run.setNote("")
+			slices.SortFunc(workers, func(a, b deploy.Worker) int { return strings.Compare(a.ID(), b.ID()) })
+			jm.opts.Logger.Info("placed", "job", run.id, "attempt", attempt, "taskmanagers", len(workers), "slots", need)
+			return p, workers, nil
+		}
+		jm.mu.Unlock()
+		note := fmt.Sprintf("waiting for %d slots, %d registered", need, free)
+		run.setNote(note)
+		run.mu.Lock()
+		if run.loggedWait != note {
+			run.loggedWait = note
+			jm.opts.Logger.Info(note, "job", run.id, "attempt", attempt, "timeout", timeout)
+		}
+		run.mu.Unlock()
+		select {
+		case <-changed:
+		case <-timer.C:
+			return deploy.Placement{}, nil, fmt.Errorf("job %s: %s: not enough slots came within %v (slot.request.timeout, --slot-request-timeout)", plan.Job, note, timeout)
+		case <-ctx.Done():
+			return deploy.Placement{}, nil, ctx.Err()
+		}
+	}
+}
+
+// slotsUsed is the number of slots worker takes in p: slot sharing puts
+// one subtask of each vertex in a slot.
+func slotsUsed(p deploy.Placement, worker string) int {
+	n := 0
+	for _, subs := range p.Subtasks {
+		c := 0
+		for _, w := range subs {
+			if w == worker {
+				c++
+			}
+		}
+		n = max(n, c)
+	}
+	return n
+}
+
+// changedLocked wakes the schedulers waiting for slots. jm.mu is held.
+func (jm *JobManager) changedLocked() {
+	close(jm.changed)
+	jm.changed = make(chan struct{})
+}
