@@ -26,6 +26,7 @@ import (
 
 	"github.com/weirstream/weir/internal/cluster"
 	"github.com/weirstream/weir/internal/ha"
+	"github.com/weirstream/weir/internal/jobmaster"
 	"github.com/weirstream/weir/internal/rest"
 )
 
@@ -270,6 +271,7 @@ var errDeposed = errors.New("its etcd session expired: another JobManager may le
 // lead serves as the leader until ctx ends or the leadership is lost.
 func lead(ctx context.Context, client *ha.Client, l *ha.Leadership, jmOpts cluster.JobManagerOptions, restAddr, restToken string, swap *swapHandler, log *slog.Logger) error {
 	jmOpts.Session = fmt.Sprintf("%s-rev-%d", client.Options().ClusterID, l.Revision())
+	jmOpts.HA = &haJobs{store: l.Store(), log: log}
 	jm, err := cluster.NewJobManager(jmOpts)
 	if err != nil {
 		return err
@@ -311,14 +313,49 @@ func lead(ctx context.Context, client *ha.Client, l *ha.Leadership, jmOpts clust
 		log.Error("cannot read the jobs to recover from etcd", "err", err)
 	}
 	for _, r := range plan {
-		log.Warn("a job recorded in etcd is not recovered: this JobManager does not run jobs yet (docs/ha.md)",
-			"job", r.Job.ID, "name", r.Job.Name, "restore", r.Restore, "checkpoint", r.Checkpoint)
+		// Each job resumes under its id from its latest completed
+		// checkpoint (the pointer in etcd), or as submitted without one.
+		if err := jm.RecoverJob(ctx, r.Job.ID, r.Job.Name, r.Job.Args, r.Restore); err != nil {
+			log.Error("cannot recover a job recorded in etcd", "job", r.Job.ID, "name", r.Job.Name, "restore", r.Restore, "err", err)
+			continue
+		}
+		log.Info("job recovered", "job", r.Job.ID, "name", r.Job.Name, "checkpoint", r.Checkpoint, "restore", r.Restore)
+		fmt.Fprintf(os.Stderr, "weir: recovered job %s (%s) from checkpoint %d\n", r.Job.ID, r.Job.Name, r.Checkpoint)
 	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-l.Done():
 		return errDeposed
+	}
+}
+
+// haJobs keeps the leader's jobs in etcd (cluster.JobHA): each submission
+// is recorded before it runs, each JobMaster's checkpoint id counter and
+// completed-checkpoint pointer are etcd keys written under the leader's
+// guard, and a job that ended for good is removed.
+type haJobs struct {
+	store *ha.Store
+	log   *slog.Logger
+}
+
+func (h *haJobs) Submitted(ctx context.Context, id, name string, args []string) error {
+	return h.store.PutJob(ctx, ha.JobRecord{ID: id, Name: name, Args: args})
+}
+
+func (h *haJobs) Master(id string, o *jobmaster.Options) {
+	js := h.store.Job(id)
+	o.IDCounter, o.CompletedStore = js, js
+	// A JobManager stopping or deposed cancels its jobs' JobMasters: their
+	// checkpoints are what the next leader restores, never discarded.
+	o.RetainOnCancel = true
+}
+
+func (h *haJobs) Ended(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.store.RemoveJob(ctx, id); err != nil {
+		h.log.Error("cannot remove an ended job from etcd: a next leader would run it again", "job", id, "err", err)
 	}
 }
 

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -12,6 +15,10 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/weirstream/weir/internal/ha"
 	"github.com/weirstream/weir/internal/ha/etcdtest"
 	"github.com/weirstream/weir/internal/rest"
 )
@@ -48,7 +55,7 @@ func startHAJobManagerTTL(t *testing.T, endpoint, cluster, rpc string, ttl time.
 }
 
 // waitLine waits until p prints a line matching re (substring), within d.
-func waitLine(t *testing.T, p *roleProc, substr string, d time.Duration) time.Time {
+func waitStderr(t *testing.T, p *roleProc, substr string, d time.Duration) time.Time {
 	t.Helper()
 	timeout := time.After(d)
 	for {
@@ -138,7 +145,7 @@ func TestHAFailover(t *testing.T) {
 	killed := time.Now()
 	a.p.cmd.Process.Kill()
 	<-a.p.exited
-	led := waitLine(t, b.p, "leads cluster failover", haTTL+10*time.Second)
+	led := waitStderr(t, b.p, "leads cluster failover", haTTL+10*time.Second)
 	took := led.Sub(killed)
 	t.Logf("SIGKILL of the leader to the standby leading: %v (session TTL %v)", took.Round(time.Millisecond), haTTL)
 	if took > haTTL+3*time.Second {
@@ -182,13 +189,13 @@ func TestHADeposedLeaderStepsDown(t *testing.T) {
 	if err := a.p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	waitLine(t, b.p, "leads cluster pause", haTTL+10*time.Second)
+	waitStderr(t, b.p, "leads cluster pause", haTTL+10*time.Second)
 	waitTaskManagers(t, b.url, "the TaskManager registered with the new leader", func(m map[string]rest.TaskManagerEntry) bool { return len(m) == 1 })
 	time.Sleep(500 * time.Millisecond)
 	if err := a.p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	waitLine(t, a.p, "lost the leadership", 10*time.Second)
+	waitStderr(t, a.p, "lost the leadership", 10*time.Second)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		code, loc, _ := overview(t, a.url)
@@ -291,4 +298,128 @@ func TestHAFailoverTimes(t *testing.T) {
 	rp, rm := p50(register)
 	t.Logf("session TTL %v, %d SIGKILLs of the leader: new leader serving p50 %v max %v; TaskManager registered with it p50 %v max %v",
 		ttl, n, sp.Round(time.Millisecond), sm.Round(time.Millisecond), rp.Round(time.Millisecond), rm.Round(time.Millisecond))
+}
+
+// jobState reads a job's state from a JobManager's REST API ("" when the
+// JobManager does not know it or does not answer as the leader).
+func jobState(url, id string) string {
+	resp, err := noRedirect.Get(url + "/jobs/" + id)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return ""
+	}
+	var d rest.JobDetailsInfo
+	if json.NewDecoder(resp.Body).Decode(&d) != nil {
+		return ""
+	}
+	return string(d.State)
+}
+
+// TestHAJobRecoveredExactlyOnce: wordcount runs on a cluster of two
+// JobManagers (HA on etcd) and two TaskManagers, writing through the
+// exactly-once file sink. Once a checkpoint's pointer is in etcd the
+// leader is killed with SIGKILL: the standby leads, recovers the job
+// under its id from that pointer, runs it to its end, and the committed
+// output holds each "word,k" exactly once; the ended job is removed from
+// etcd.
+func TestHAJobRecoveredExactlyOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills real weir processes")
+	}
+	t.Parallel()
+	e := etcdtest.Start(t)
+	dir := t.TempDir()
+	input := wordsInput(t, dir, 2*clusterKillLines)
+	text, _ := os.ReadFile(input)
+	want := wordTotals(string(text))
+	rpcA, rpcB := freeAddr(t), freeAddr(t)
+	a := startHAJobManager(t, e.Endpoint(), "jobs", rpcA)
+	leaderOf(t, 15*time.Second, a)
+	b := startHAJobManager(t, e.Endpoint(), "jobs", rpcB)
+	for range 2 {
+		startRole(t, nil, append([]string{"taskmanager", "--slots", "2"}, haArgs(e.Endpoint(), "jobs")...), `msg=registered`)
+	}
+	waitTaskManagers(t, a.url, "both TaskManagers registered", func(m map[string]rest.TaskManagerEntry) bool { return len(m) == 2 })
+
+	out := filepath.Join(dir, "out")
+	args := append(wordCountArgs(input, out, filepath.Join(dir, "ck"), "--restart", clusterRestart), "--jobmanager", rpcA, "--detached")
+	_, stderr, code := runWeirEnv(t, nil, args...)
+	m := regexp.MustCompile(`submitted to the JobManager at \S+ as (\S+)`).FindStringSubmatch(stderr)
+	if code != 0 || m == nil {
+		t.Fatalf("weir run --detached: exit %d:\n%s", code, stderr)
+	}
+	id := m[1]
+
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	keys, _ := ha.NewKeys("jobs")
+	pointer := func() (ha.Pointer, bool) {
+		resp, err := cli.Get(context.Background(), keys.Latest(id))
+		if err != nil || len(resp.Kvs) == 0 {
+			return ha.Pointer{}, false
+		}
+		var p ha.Pointer
+		return p, json.Unmarshal(resp.Kvs[0].Value, &p) == nil
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	var before ha.Pointer
+	for {
+		p, ok := pointer()
+		if ok {
+			before = p
+			break
+		}
+		if time.Now().After(deadline) || jobState(a.url, id) == "FINISHED" {
+			t.Fatalf("no checkpoint pointer of job %s in etcd while it ran (state %q); leader:\n%s", id, jobState(a.url, id), a.p.stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := jobState(a.url, id); st != "RUNNING" {
+		t.Fatalf("job %s is %q when the leader is killed: make the input larger", id, st)
+	}
+	killed := time.Now()
+	a.p.cmd.Process.Kill()
+	<-a.p.exited
+	waitStderr(t, b.p, "recovered job "+id, haTTL+15*time.Second)
+	for jobState(b.url, id) != "RUNNING" {
+		if time.Since(killed) > haTTL+30*time.Second {
+			t.Fatalf("job %s not RUNNING under the new leader; its stderr:\n%s", id, b.p.stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("SIGKILL of the leader (pointer at checkpoint %d) to the job RUNNING under the new leader: %v (session TTL %v)",
+		before.Checkpoint, time.Since(killed).Round(time.Millisecond), haTTL)
+	for st := jobState(b.url, id); st != "FINISHED"; st = jobState(b.url, id) {
+		if st == "FAILED" || time.Since(killed) > 120*time.Second {
+			t.Fatalf("job %s is %q under the new leader; its stderr:\n%s", id, st, b.p.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	checkWordCountOutput(t, out, want)
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		resp, err := cli.Get(context.Background(), keys.Root(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		left := []string{}
+		for _, kv := range resp.Kvs {
+			if k := string(kv.Key); strings.HasPrefix(k, keys.Jobs()) || strings.HasPrefix(k, keys.Checkpoints()) {
+				left = append(left, k)
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the finished job's keys are still in etcd: %v", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

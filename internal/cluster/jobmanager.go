@@ -66,6 +66,9 @@ type JobManagerOptions struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// HA, when set, records the jobs and their checkpoints for a standby
+	// to recover (high availability; see JobHA). Default nil.
+	HA JobHA
 	// Session is the fencing token TaskManagers register under. With high
 	// availability it is the leadership revision (internal/ha), so that a
 	// TaskManager tells a new leader from a deposed one. Default "": a
