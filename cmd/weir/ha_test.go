@@ -423,3 +423,118 @@ func TestHAJobRecoveredExactlyOnce(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestHADeposedLeaderWithJob: a job runs under leader A; A is paused with
+// SIGSTOP past its session TTL; B leads and recovers the job; A is
+// resumed while the job runs under B, finds its session gone and stands
+// by. Every pointer etcd records once B wrote its first is B's (each
+// carries the leadership revision it was written under): A, resumed,
+// never moves it; its writes fail on the guard. The output is exactly
+// once.
+func TestHADeposedLeaderWithJob(t *testing.T) {
+	if testing.Short() {
+		t.Skip("pauses real weir processes")
+	}
+	t.Parallel()
+	e := etcdtest.Start(t)
+	dir := t.TempDir()
+	input := wordsInput(t, dir, 4*clusterKillLines)
+	text, _ := os.ReadFile(input)
+	want := wordTotals(string(text))
+	hb := []string{"--heartbeat-interval", "200ms", "--heartbeat-timeout", "2s"}
+	a := startHAJobManager(t, e.Endpoint(), "zombie", "127.0.0.1:0", hb...)
+	leaderOf(t, 15*time.Second, a)
+	b := startHAJobManager(t, e.Endpoint(), "zombie", "127.0.0.1:0", hb...)
+	for range 2 {
+		startRole(t, nil, append([]string{"taskmanager", "--slots", "2"}, haArgs(e.Endpoint(), "zombie")...), `msg=registered`)
+	}
+	waitTaskManagers(t, a.url, "both TaskManagers registered", func(m map[string]rest.TaskManagerEntry) bool { return len(m) == 2 })
+	_, _, o := overview(t, a.url)
+	revA := o.HighAvailability.LeaderRevision
+	rpcA := o.HighAvailability.Leader.RPCAddress
+
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	keys, _ := ha.NewKeys("zombie")
+	wctx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	events := cli.Watch(wctx, keys.Checkpoints(), clientv3.WithPrefix())
+
+	out := filepath.Join(dir, "out")
+	args := append(wordCountArgs(input, out, filepath.Join(dir, "ck"), "--restart", clusterRestart), "--jobmanager", rpcA, "--detached")
+	_, stderr, code := runWeirEnv(t, nil, args...)
+	m := regexp.MustCompile(`submitted to the JobManager at \S+ as (\S+)`).FindStringSubmatch(stderr)
+	if code != 0 || m == nil {
+		t.Fatalf("weir run --detached: exit %d:\n%s", code, stderr)
+	}
+	id := m[1]
+
+	var pointers []ha.Pointer
+	gotPointer := func(d time.Duration, cond func(ha.Pointer) bool) {
+		t.Helper()
+		timeout := time.After(d)
+		for {
+			select {
+			case resp := <-events:
+				for _, ev := range resp.Events {
+					if ev.Type != clientv3.EventTypePut || string(ev.Kv.Key) != keys.Latest(id) {
+						continue
+					}
+					var p ha.Pointer
+					if err := json.Unmarshal(ev.Kv.Value, &p); err != nil {
+						t.Fatal(err)
+					}
+					pointers = append(pointers, p)
+					if cond(p) {
+						return
+					}
+				}
+			case <-timeout:
+				t.Fatalf("no such pointer of job %s within %v; pointers so far %+v", id, d, pointers)
+			}
+		}
+	}
+	gotPointer(30*time.Second, func(p ha.Pointer) bool { return p.Leader == revA })
+	if st := jobState(a.url, id); st != "RUNNING" {
+		t.Fatalf("job %s is %q before the pause: make the input larger", id, st)
+	}
+
+	if err := a.p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitStderr(t, b.p, "recovered job "+id, haTTL+15*time.Second)
+	_, _, o = overview(t, b.url)
+	revB := o.HighAvailability.LeaderRevision
+	gotPointer(30*time.Second, func(p ha.Pointer) bool { return p.Leader == revB })
+	if err := a.p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitStderr(t, a.p, "lost the leadership", 10*time.Second)
+	for st := jobState(b.url, id); st != "FINISHED"; st = jobState(b.url, id) {
+		if st == "FAILED" || len(pointers) > 0 && time.Since(pointers[len(pointers)-1].Completed) > 120*time.Second {
+			t.Fatalf("job %s is %q under the new leader; its stderr:\n%s", id, st, b.p.stderr.String())
+		}
+		select {
+		case resp := <-events:
+			for _, ev := range resp.Events {
+				var p ha.Pointer
+				if ev.Type == clientv3.EventTypePut && string(ev.Kv.Key) == keys.Latest(id) && json.Unmarshal(ev.Kv.Value, &p) == nil {
+					pointers = append(pointers, p)
+				}
+			}
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	checkWordCountOutput(t, out, want)
+	firstB := slices.IndexFunc(pointers, func(p ha.Pointer) bool { return p.Leader == revB })
+	for _, p := range pointers[firstB:] {
+		if p.Leader != revB {
+			t.Fatalf("after B's first pointer, etcd recorded %+v, written under revision %d (A's is %d, B's %d)", p, p.Leader, revA, revB)
+		}
+	}
+	t.Logf("%d pointers recorded (%d under A, revision %d; then only B's, revision %d); the resumed A logged %d refused writes",
+		len(pointers), firstB, revA, revB, strings.Count(a.p.stderr.String(), "write refused"))
+}

@@ -135,6 +135,8 @@ type Pointer struct {
 	URL       string    `json:"url"`
 	Savepoint bool      `json:"savepoint,omitempty"`
 	Completed time.Time `json:"completed"`
+	// Leader is the leadership revision it was written under.
+	Leader int64 `json:"leader"`
 }
 
 func decodeJSON[T any](key string, b []byte) (T, error) {

@@ -212,7 +212,7 @@ func (j *JobStore) AddCompleted(ctx context.Context, id int64, url string, savep
 			j.latest = id
 		}
 	}()
-	b, _ := json.Marshal(Pointer{JobID: j.jobID, Checkpoint: id, URL: url, Savepoint: savepoint, Completed: time.Now()})
+	b, _ := json.Marshal(Pointer{JobID: j.jobID, Checkpoint: id, URL: url, Savepoint: savepoint, Completed: time.Now(), Leader: j.s.rev})
 	return j.s.write(ctx, fmt.Sprintf("record checkpoint %d of job %s as complete", id, j.jobID),
 		clientv3.OpPut(j.s.keys.Latest(j.jobID), string(b)))
 }
