@@ -344,14 +344,12 @@ func TestHAJobRecoveredExactlyOnce(t *testing.T) {
 	}
 	waitTaskManagers(t, a.url, "both TaskManagers registered", func(m map[string]rest.TaskManagerEntry) bool { return len(m) == 2 })
 
+	// weir run follows the job through the list of JobManagers: the one
+	// that accepts is the leader, before the failover and after it.
 	out := filepath.Join(dir, "out")
-	args := append(wordCountArgs(input, out, filepath.Join(dir, "ck"), "--restart", clusterRestart), "--jobmanager", rpcA, "--detached")
-	_, stderr, code := runWeirEnv(t, nil, args...)
-	m := regexp.MustCompile(`submitted to the JobManager at \S+ as (\S+)`).FindStringSubmatch(stderr)
-	if code != 0 || m == nil {
-		t.Fatalf("weir run --detached: exit %d:\n%s", code, stderr)
-	}
-	id := m[1]
+	args := append(wordCountArgs(input, out, filepath.Join(dir, "ck"), "--restart", clusterRestart), "--jobmanager", rpcB+","+rpcA)
+	run, got := startRole(t, nil, args, `submitted to the JobManager at \S+ as (\S+)`)
+	id := got[0]
 
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
@@ -400,6 +398,9 @@ func TestHAJobRecoveredExactlyOnce(t *testing.T) {
 			t.Fatalf("job %s is %q under the new leader; its stderr:\n%s", id, st, b.p.stderr.String())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if code := exitCode(t, run, 30*time.Second, "weir run"); code != 0 {
+		t.Fatalf("weir run following the job through the failover: exit %d:\n%s", code, run.stderr.String())
 	}
 	checkWordCountOutput(t, out, want)
 	deadline = time.Now().Add(10 * time.Second)
