@@ -265,6 +265,9 @@ func runHAJobManager(f *haFlags, jmOpts cluster.JobManagerOptions, restAddr, res
 	return nil
 }
 
+// closeTimeout bounds the stop of a leader's control plane and jobs.
+const closeTimeout = 30 * time.Second
+
 // errDeposed ends a leadership whose etcd session was lost.
 var errDeposed = errors.New("its etcd session expired: another JobManager may lead now")
 
@@ -276,7 +279,22 @@ func lead(ctx context.Context, client *ha.Client, l *ha.Leadership, jmOpts clust
 	if err != nil {
 		return err
 	}
-	defer jm.Close()
+	defer func() {
+		// A control plane that does not stop must not keep a deposed
+		// leader from standing by (its writes are fenced anyway): exit,
+		// and let the supervisor start it again.
+		done := make(chan struct{})
+		go func() {
+			jm.Close()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(closeTimeout):
+			fmt.Fprintf(os.Stderr, "weir: the JobManager's control plane did not stop within %v of the end of its leadership; exiting\n", closeTimeout)
+			os.Exit(1)
+		}
+	}()
 	// Listen may have to wait for a deposed leader's port on this host.
 	for {
 		if err = jm.Listen(); err == nil {

@@ -513,7 +513,16 @@ func TestHADeposedLeaderWithJob(t *testing.T) {
 	if err := a.p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	waitStderr(t, a.p, "lost the leadership", 10*time.Second)
+	resumed := time.Now()
+	for !strings.Contains(a.p.stderr.String(), "lost the leadership") {
+		if time.Since(resumed) > 15*time.Second {
+			a.p.cmd.Process.Signal(syscall.SIGQUIT) // its goroutines, to see where it hangs
+			time.Sleep(time.Second)
+			t.Fatalf("the resumed old leader did not stand down within 15s; stderr:\n%s", a.p.stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("resumed A stood down after %v", time.Since(resumed).Round(time.Millisecond))
 	for st := jobState(b.url, id); st != "FINISHED"; st = jobState(b.url, id) {
 		if st == "FAILED" || len(pointers) > 0 && time.Since(pointers[len(pointers)-1].Completed) > 120*time.Second {
 			t.Fatalf("job %s is %q under the new leader; its stderr:\n%s", id, st, b.p.stderr.String())
