@@ -91,6 +91,7 @@ func countSet(s ...string) int {
 func newJobManagerCommand() *cobra.Command {
 	var (
 		cf                controlFlags
+		haf               haFlags
 		rpcAddr, restAddr string
 		restToken         string
 		interval, timeout time.Duration
@@ -111,11 +112,15 @@ TaskManagers and the jobs (/taskmanagers, /jobs). See docs/cluster.md.`,
 			if err != nil {
 				return err
 			}
-			jm, err := cluster.NewJobManager(cluster.JobManagerOptions{
+			jmOpts := cluster.JobManagerOptions{
 				Address: rpcAddr, Token: token, TLS: files,
 				HeartbeatInterval: interval, HeartbeatTimeout: timeout, Logger: log,
 				Jobs: bundledJobs(), SlotRequestTimeout: slotTimeout,
-			})
+			}
+			if haf.haEnabled() { // ha.go
+				return runHAJobManager(&haf, jmOpts, restAddr, restToken, log)
+			}
+			jm, err := cluster.NewJobManager(jmOpts)
 			if err != nil {
 				return err
 			}
@@ -174,12 +179,14 @@ TaskManagers and the jobs (/taskmanagers, /jobs). See docs/cluster.md.`,
 	c.Flags().DurationVar(&timeout, "heartbeat-timeout", cluster.DefaultHeartbeatTimeout, "a TaskManager silent for this long is dropped (and one whose connection breaks, at once)")
 	c.Flags().DurationVar(&slotTimeout, "slot-request-timeout", cluster.DefaultSlotRequestTimeout, "a job attempt fails when too few slots are free for this long (Flink's slot.request.timeout)")
 	cf.register(c)
+	haf.register(c)
 	return c
 }
 
 func newTaskManagerCommand() *cobra.Command {
 	var (
 		cf                      controlFlags
+		haf                     haFlags
 		jmAddr, dataAddr, mAddr string
 		slots                   int
 		regTimeout              time.Duration
@@ -207,6 +214,10 @@ it loses its JobManager. See docs/cluster.md.`,
 				JobManager: jmAddr, Slots: slots, DataAddress: dataAddr, MetricsAddress: mAddr,
 				Token: token, TLS: files, RegistrationTimeout: regTimeout, Logger: log,
 			}
+			if err := haf.taskManager(&opts, log); err != nil { // ha.go: the leader through etcd, or --jobmanager A,B
+				return err
+			}
+			defer haf.close()
 			opts.EnsureDefaults()
 			if err := opts.Validate(); err != nil {
 				return err
@@ -247,12 +258,13 @@ it loses its JobManager. See docs/cluster.md.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&jmAddr, "jobmanager", cluster.DefaultRPCAddress, "host:port of the JobManager's control plane (its --rpc-address)")
+	c.Flags().StringVar(&jmAddr, "jobmanager", cluster.DefaultRPCAddress, "host:port of the JobManager's control plane (its --rpc-address), or a comma-separated list of the JobManagers' with high availability (the leader accepts)")
 	c.Flags().IntVar(&slots, "slots", 1, "number of task slots offered")
 	c.Flags().StringVar(&dataAddr, "data-address", "127.0.0.1:0", "host:port of this TaskManager's data plane (port 0 picks a free one; other than a loopback address it needs --cluster-token)")
 	c.Flags().StringVar(&mAddr, "metrics-address", "", "host:port to serve Prometheus /metrics on (default: none)")
 	c.Flags().DurationVar(&regTimeout, "registration-timeout", cluster.DefaultRegistrationTimeout, "exit when no JobManager accepted a registration for this long")
 	cf.register(c)
+	haf.register(c)
 	return c
 }
 

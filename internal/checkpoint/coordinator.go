@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,6 +17,12 @@ const maxQueuedRequests = 1000
 // the coordinator remembers to tell a late acknowledgement, whose state must
 // be discarded, from a duplicate or an unknown one. Flink remembers 16.
 const recentCheckpoints = 64
+
+// ErrNotRecorded, wrapped by the error given to MetadataDurable, says that
+// the checkpoint's metadata is durable but the completed-checkpoint store
+// of high availability did not record it: the checkpoint is aborted
+// (AbortNotRecorded) without counting toward Options.TolerableFailures.
+var ErrNotRecorded = errors.New("the completed-checkpoint store did not record the checkpoint")
 
 // Coordinator is the checkpoint coordinator's protocol core: it decides when
 // checkpoints start, collects acknowledgements, commits, aborts, retains and
@@ -320,16 +327,20 @@ func (c *Coordinator) Decline(now int64, id int64, task TaskID, reason string) {
 // order: Completed, NotifyComplete (see its contract), the request's
 // RequestDone, aborts of the pending checkpoints it subsumes, Discard of
 // checkpoints beyond Options.Retained, and triggers that may now start.
-// A non-nil err aborts id (AbortMetadataFailed).
+// A non-nil err aborts id (AbortMetadataFailed), or, when it wraps
+// ErrNotRecorded, AbortNotRecorded (not counted as a failure).
 func (c *Coordinator) MetadataDurable(now int64, id int64, err error) {
 	p := c.findPending(id)
 	if p == nil || !p.writingMeta {
 		c.warn(WarnUnexpectedMetadata, id, "")
 		return
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNotRecorded):
+		c.abort(p, AbortNotRecorded, err.Error())
+	case err != nil:
 		c.abort(p, AbortMetadataFailed, err.Error())
-	} else {
+	default:
 		c.complete(now, p)
 	}
 	c.maybeTrigger(now)

@@ -99,6 +99,10 @@ const (
 	AbortTaskFailed                            // a task failed (TaskFailed)
 	AbortMetadataFailed                        // the shell could not write its metadata
 	AbortStopped                               // the coordinator was stopped or restarted
+	// AbortNotRecorded: the metadata is durable but the completed-checkpoint
+	// store (high availability) did not record the checkpoint. As the store
+	// is expected back (etcd restarting), it does not count as a failure.
+	AbortNotRecorded
 )
 
 func (r AbortReason) String() string {
@@ -115,6 +119,8 @@ func (r AbortReason) String() string {
 		return "metadata-failed"
 	case AbortStopped:
 		return "stopped"
+	case AbortNotRecorded:
+		return "not-recorded"
 	}
 	return fmt.Sprintf("AbortReason(%d)", uint8(r))
 }

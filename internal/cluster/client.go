@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
 	"github.com/weirstream/weir/internal/cluster/pb"
@@ -74,7 +77,21 @@ func Dial(ctx context.Context, addr string, o ClientOptions) (*Client, error) {
 	if o.Token != "" {
 		dopts = append(dopts, grpc.WithPerRPCCredentials(tokenCredentials{token: o.Token}))
 	}
-	conn, err := grpc.NewClient("passthrough:///"+addr, dopts...)
+	target := "passthrough:///" + addr
+	if strings.Contains(addr, ",") {
+		// High availability: the JobManagers' addresses; only the leader
+		// serves the control plane, so the connection keeps the one that
+		// accepts, and after a failover the next (docs/ha.md).
+		r := manual.NewBuilderWithScheme("weir-jobmanagers")
+		var st resolver.State
+		for _, a := range strings.Split(addr, ",") {
+			st.Addresses = append(st.Addresses, resolver.Address{Addr: strings.TrimSpace(a)})
+		}
+		r.InitialState(st)
+		target = "weir-jobmanagers:///jobmanager"
+		dopts = append(dopts, grpc.WithResolvers(r))
+	}
+	conn, err := grpc.NewClient(target, dopts...)
 	if err != nil {
 		return nil, fmt.Errorf("JobManager address %s: %w", addr, err)
 	}

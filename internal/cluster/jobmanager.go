@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -65,6 +66,14 @@ type JobManagerOptions struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// HA, when set, records the jobs and their checkpoints for a standby
+	// to recover (high availability; see JobHA). Default nil.
+	HA JobHA
+	// Session is the fencing token TaskManagers register under. With high
+	// availability it is the leadership revision (internal/ha), so that a
+	// TaskManager tells a new leader from a deposed one. Default "": a
+	// fresh random one.
+	Session string
 }
 
 // EnsureDefaults fills every zero field with its default.
@@ -192,7 +201,7 @@ func NewJobManager(opts JobManagerOptions) (*JobManager, error) {
 	}
 	jm := &JobManager{
 		opts:      opts,
-		session:   newID("jm-"),
+		session:   cmp.Or(opts.Session, newID("jm-")),
 		live:      NewLiveness(opts.HeartbeatTimeout),
 		slots:     NewSlotPool(),
 		instances: map[string]*member{},

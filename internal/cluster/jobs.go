@@ -70,6 +70,38 @@ func (jm *JobManager) Submit(ctx context.Context, req *pb.SubmitRequest) (*pb.Su
 // SubmitJob builds job name with args and runs it on the cluster; it
 // returns the job's id. Its errors are gRPC statuses with the reason.
 func (jm *JobManager) SubmitJob(ctx context.Context, name string, args []string) (string, error) {
+	return jm.submit(ctx, name, args, nil)
+}
+
+// JobHA makes the job service highly available (JobManagerOptions.HA;
+// cmd/weir keeps it in etcd with internal/ha): the jobs submitted are
+// recorded, their JobMasters keep the checkpoint id counter and the
+// completed checkpoints there, and a job is forgotten once it ended for
+// good. Called from the job service's goroutines, concurrently.
+type JobHA interface {
+	// Submitted records an accepted job before it runs (not a recovered
+	// one); an error refuses the submission.
+	Submitted(ctx context.Context, id, name string, args []string) error
+	// Master adjusts a job's JobMaster options before it is created.
+	Master(id string, o *jobmaster.Options)
+	// Ended forgets a job that ended (finished, cancelled, failed) while
+	// this JobManager runs; a job stopped by Close is not ended.
+	Ended(id string)
+}
+
+// recovered is a job a previous leader ran: its id, and where it resumes.
+type recovered struct{ id, restore string }
+
+// RecoverJob runs again, under its id, a job a previous leader recorded
+// (high availability): restore is its latest completed checkpoint ("":
+// it starts as its flags say). The job's one-time side effects
+// (deploy.Preparer) are not run again.
+func (jm *JobManager) RecoverJob(ctx context.Context, id, name string, args []string, restore string) error {
+	_, err := jm.submit(ctx, name, args, &recovered{id: id, restore: restore})
+	return err
+}
+
+func (jm *JobManager) submit(ctx context.Context, name string, args []string, rec *recovered) (string, error) {
 	if jm.opts.Jobs == nil {
 		return "", status.Error(codes.FailedPrecondition, "this JobManager has no registry of jobs: it cannot run any")
 	}
@@ -87,6 +119,12 @@ func (jm *JobManager) SubmitJob(ctx context.Context, name string, args []string)
 	url := mopts.Storage.URL()
 	if strings.HasPrefix(url, "memory:") {
 		return "", status.Errorf(codes.FailedPrecondition, "job %s: checkpoint storage %s lives in the JobManager's memory, which TaskManagers cannot reach: give a path every process shares, or s3:// (--checkpoint-dir)", name, url)
+	}
+	if rec != nil {
+		mopts.JobID = rec.id
+		if rec.restore != "" {
+			mopts.Restore = rec.restore
+		}
 	}
 	if mopts.JobID == "" {
 		mopts.JobID = newID(name + "-")
@@ -111,6 +149,9 @@ func (jm *JobManager) SubmitJob(ctx context.Context, name string, args []string)
 		if onFailure != nil {
 			onFailure(err, restarting)
 		}
+	}
+	if h := jm.opts.HA; h != nil {
+		h.Master(mopts.JobID, &mopts)
 	}
 	run.mopts = mopts
 	gw := &statusGateway{TaskGateway: deploy.NewGateway(run.plan, &scheduler{jm: jm, run: run}, log), run: run}
@@ -141,21 +182,33 @@ func (jm *JobManager) SubmitJob(ctx context.Context, name string, args []string)
 	run.cancel = cancelRun
 	jm.wg.Add(1)
 	jm.mu.Unlock()
-	if p, ok := job.(deploy.Preparer); ok {
+	undo := func() {
+		jm.mu.Lock()
+		if known {
+			jm.jobs[run.id] = old
+		} else {
+			delete(jm.jobs, run.id)
+			jm.jobOrder = slices.DeleteFunc(jm.jobOrder, func(id string) bool { return id == run.id })
+		}
+		jm.mu.Unlock()
+		jm.wg.Done()
+		cancelRun()
+		mopts.Storage.Delete(sctx, run.probe)
+	}
+	if h := jm.opts.HA; h != nil && rec == nil {
+		if err := h.Submitted(sctx, run.id, name, args); err != nil {
+			undo()
+			return "", status.Errorf(codes.Unavailable, "job %s: cannot record the submission for high availability: %v", name, err)
+		}
+	}
+	if p, ok := job.(deploy.Preparer); ok && rec == nil {
 		// Accepted (no job of this id runs): the job's one-time side
 		// effects, here and never again on a restart.
 		if err := p.Prepare(sctx); err != nil {
-			jm.mu.Lock()
-			if known {
-				jm.jobs[run.id] = old
-			} else {
-				delete(jm.jobs, run.id)
-				jm.jobOrder = slices.DeleteFunc(jm.jobOrder, func(id string) bool { return id == run.id })
+			undo()
+			if h := jm.opts.HA; h != nil {
+				h.Ended(run.id)
 			}
-			jm.mu.Unlock()
-			jm.wg.Done()
-			cancelRun()
-			mopts.Storage.Delete(sctx, run.probe)
 			return "", status.Errorf(codes.FailedPrecondition, "job %s: %v", name, err)
 		}
 	}
@@ -168,7 +221,11 @@ func (jm *JobManager) SubmitJob(ctx context.Context, name string, args []string)
 		jm.mu.Lock()
 		jm.slots.Release(run.id)
 		jm.changedLocked()
+		closing := jm.closed
 		jm.mu.Unlock()
+		if h := jm.opts.HA; h != nil && !closing {
+			h.Ended(run.id)
+		}
 		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		mopts.Storage.Delete(dctx, run.probe)
 		cancel()

@@ -164,7 +164,7 @@ func (jm *JobManager) Tasks(stream pb.JobManager_TasksServer) error {
 	}()
 	sent := make(chan error, 1)
 	go func() { sent <- ts.sendLoop(stream.Send) }()
-	reason := ""
+	reason, sendEnded := "", false
 	select {
 	case err := <-broke:
 		reason = "task connection broke"
@@ -172,6 +172,7 @@ func (jm *JobManager) Tasks(stream pb.JobManager_TasksServer) error {
 			reason += ": " + s.Message()
 		}
 	case err := <-sent:
+		sendEnded = true // received: the wait below must not wait for it again
 		reason = "task connection broke"
 		if err != nil {
 			reason += ": " + describe(err)
@@ -188,7 +189,9 @@ func (jm *JobManager) Tasks(stream pb.JobManager_TasksServer) error {
 	}
 	jm.mu.Unlock()
 	ts.lose(reason)
-	<-sent
+	if !sendEnded {
+		<-sent
+	}
 	return nil
 }
 

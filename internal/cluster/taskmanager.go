@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/status"
 
 	"github.com/weirstream/weir/internal/cluster/pb"
@@ -77,6 +78,11 @@ type TaskManagerOptions struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Resolver, when set, finds the JobManager to dial (high
+	// availability: the leader named in etcd, or the one of a list that
+	// accepts; see internal/ha); JobManager then only names it in logs
+	// and errors. Default nil: dial JobManager.
+	Resolver resolver.Builder
 }
 
 // EnsureDefaults fills every zero field with its default.
@@ -125,7 +131,7 @@ func (o *TaskManagerOptions) Validate() error {
 	for _, a := range []struct{ what, addr string }{
 		{"JobManager address", o.JobManager}, {"data address", o.DataAddress}, {"metrics address", o.MetricsAddress},
 	} {
-		if a.addr == "" {
+		if a.addr == "" || (o.Resolver != nil && a.what == "JobManager address") {
 			continue
 		}
 		host, _, err := net.SplitHostPort(a.addr)
@@ -275,7 +281,12 @@ func (tm *TaskManager) Run(ctx context.Context) error {
 	if tm.opts.Token != "" {
 		dopts = append(dopts, grpc.WithPerRPCCredentials(tokenCredentials{token: tm.opts.Token}))
 	}
-	conn, err := grpc.NewClient("passthrough:///"+tm.opts.JobManager, dopts...)
+	target := "passthrough:///" + tm.opts.JobManager
+	if r := tm.opts.Resolver; r != nil {
+		target = r.Scheme() + ":///jobmanager"
+		dopts = append(dopts, grpc.WithResolvers(r))
+	}
+	conn, err := grpc.NewClient(target, dopts...)
 	if err != nil {
 		return fmt.Errorf("JobManager address %s: %w", tm.opts.JobManager, err)
 	}
@@ -329,6 +340,7 @@ func (tm *TaskManager) Run(ctx context.Context) error {
 		if again != "" {
 			log.Warn("told to register again", "reason", again)
 			tm.setRegistration("", "")
+			attempt = 0 // a JobManager answered (after a failover, the new leader): register at once
 			continue
 		}
 		if attached {

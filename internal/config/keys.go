@@ -123,6 +123,18 @@ var Keys = []Key{
 		Accepts: "a duration of at least 1ms, such as 5 min"},
 	{Name: "taskmanager.registration.timeout", Flag: "registration-timeout", Kind: Duration, Min: int64(time.Millisecond), Cluster: true,
 		Accepts: "a duration of at least 1ms, such as 5 min"},
+
+	// High availability of the JobManager (weir jobmanager and weir
+	// taskmanager; docs/ha.md).
+	{Name: "high-availability.type", Flag: "ha", Kind: Enum, Cluster: true,
+		Values:  []string{"none", "etcd"},
+		Accepts: "NONE or etcd (weir keeps its HA state in etcd; ZooKeeper and Kubernetes are not supported)"},
+	{Name: "high-availability.etcd.endpoints", Flag: "ha-endpoints", Kind: String, Cluster: true,
+		Accepts: "etcd's client endpoints, comma-separated, such as 127.0.0.1:2379"},
+	{Name: "high-availability.cluster-id", Flag: "ha-cluster-id", Kind: String, Cluster: true,
+		Accepts: "a name of letters, digits, '.', '_' or '-', such as prod-1"},
+	{Name: "high-availability.etcd.session-ttl", Flag: "ha-session-ttl", Kind: Duration, Min: int64(time.Second), Cluster: true,
+		Accepts: "whole seconds, at least 1 s, such as 15 s"},
 }
 
 // lookup returns the key named name.

@@ -89,6 +89,13 @@ func (jm *JobMaster) reserveID(id int64) error {
 		return nil
 	}
 	next := id + idBlock - 1
+	if c := jm.opts.IDCounter; c != nil {
+		if err := boundedErr(jm, func(ctx context.Context) error { return c.Reserve(ctx, next) }); err != nil {
+			return err
+		}
+		jm.reserved = next
+		return nil
+	}
 	err := boundedErr(jm, func(ctx context.Context) error {
 		w, err := jm.opts.Storage.Create(ctx, jm.counterName())
 		if err != nil {
@@ -109,6 +116,9 @@ func (jm *JobMaster) reserveID(id int64) error {
 
 // readReserved returns the highest reserved id, 0 when none was recorded.
 func (jm *JobMaster) readReserved(ctx context.Context) (int64, error) {
+	if c := jm.opts.IDCounter; c != nil {
+		return c.Reserved(ctx)
+	}
 	r, err := jm.opts.Storage.Open(ctx, jm.counterName())
 	if errors.Is(err, storage.ErrNotFound) {
 		return 0, nil
@@ -165,6 +175,16 @@ func (jm *JobMaster) writeMetadata(d checkpoint.WriteMetadata) {
 		err := boundedErr(jm, func(ctx context.Context) error {
 			return storage.CheckpointStorage{Store: opts.Store}.WriteMetadata(ctx, opts.Dir, md)
 		})
+		if c := jm.opts.CompletedStore; err == nil && c != nil {
+			// The checkpoint counts only once the store recorded it
+			// (as Flink's CompletedCheckpointStore.addCheckpoint).
+			url := joinURL(opts.Store.URL(), opts.Dir)
+			if serr := boundedErr(jm, func(ctx context.Context) error {
+				return c.AddCompleted(ctx, d.ID, url, d.Kind == checkpoint.KindSavepoint)
+			}); serr != nil {
+				err = fmt.Errorf("%w: %w", checkpoint.ErrNotRecorded, serr)
+			}
+		}
 		jm.metaDone <- metaResult{id: d.ID, err: err}
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirstream/weir/internal/checkpoint"
@@ -66,6 +67,45 @@ type Options struct {
 	// when Restore is "latest" and the job has no checkpoint to start from.
 	// Default: nil.
 	OnRestore func(r *Restored, restart bool)
+	// IDCounter, when set, records the highest checkpoint id used, in
+	// place of the checkpoint-ids object in Storage (Flink's
+	// CheckpointIDCounter; with high availability it is in etcd, written
+	// by the leader only). Its calls are bounded by StorageTimeout.
+	// Default nil: the object in Storage.
+	IDCounter CheckpointIDCounter
+	// CompletedStore, when set, records every checkpoint and savepoint
+	// after its _metadata is durable and before it counts as complete
+	// (Flink's CompletedCheckpointStore; with high availability, the
+	// pointer in etcd a new leader restores from). When it fails, the
+	// checkpoint does not complete: it is aborted (AbortNotRecorded, which
+	// does not count toward the tolerable failures), logged and counted
+	// (NotRecorded), its tasks are told, and the next checkpoint tries
+	// again. Its calls are bounded by StorageTimeout. Default nil: a
+	// checkpoint is complete once its _metadata is durable.
+	CompletedStore CompletedCheckpointStore
+}
+
+// CheckpointIDCounter keeps the highest checkpoint id a job used, so that
+// ids never repeat, even across JobManagers (exactly-once sinks name their
+// transactions by checkpoint id). Called from Run's goroutine only.
+type CheckpointIDCounter interface {
+	// Reserved returns the highest id recorded, 0 when none.
+	Reserved(ctx context.Context) (int64, error)
+	// Reserve records next as the highest id used. It returns nil only
+	// once that is durable.
+	Reserve(ctx context.Context, next int64) error
+}
+
+// CompletedCheckpointStore is where a checkpoint becomes complete. Never
+// called from Run's goroutine; called concurrently when several
+// checkpoints write their metadata at once (Checkpoint.MaxConcurrent), so
+// an implementation must keep the newest id when calls cross.
+type CompletedCheckpointStore interface {
+	// AddCompleted records checkpoint (or savepoint) id, whose metadata is
+	// at url (a value Options.Restore accepts), as the job's latest
+	// completed one. It returns nil only once that is durable; any error
+	// means the checkpoint does not count.
+	AddCompleted(ctx context.Context, id int64, url string, savepoint bool) error
 }
 
 // DefaultStorageTimeout is Options.StorageTimeout's default.
@@ -127,6 +167,7 @@ type JobMaster struct {
 	result       error
 	shared       sharedState // shared files of incremental checkpoints (shared.go)
 	dropped      int         // reports of other attempts dropped (fencing)
+	notRecorded  atomic.Int64
 }
 
 // target is where a checkpoint's files go.
@@ -340,15 +381,30 @@ func (jm *JobMaster) Run(ctx context.Context) error {
 		case r := <-requests:
 			jm.onRequest(ctx, r)
 		case m := <-jm.metaDone:
-			if m.err != nil {
-				jm.log.Error("writing checkpoint metadata failed", "checkpoint", m.id, "err", m.err)
-			}
-			jm.coord.MetadataDurable(jm.now(), m.id, m.err)
+			jm.metadataDone(m)
 		}
 		jm.handleDecisions(ctx)
 	}
 	return jm.result
 }
+
+// metadataDone hands the outcome of a metadata write (and of the
+// completed-checkpoint store) to the coordinator.
+func (jm *JobMaster) metadataDone(m metaResult) {
+	switch {
+	case errors.Is(m.err, checkpoint.ErrNotRecorded):
+		n := jm.notRecorded.Add(1)
+		jm.log.Error("the completed-checkpoint store did not record the checkpoint: it does not complete, and the next one tries again",
+			"checkpoint", m.id, "not_recorded_total", n, "err", m.err)
+	case m.err != nil:
+		jm.log.Error("writing checkpoint metadata failed", "checkpoint", m.id, "err", m.err)
+	}
+	jm.coord.MetadataDurable(jm.now(), m.id, m.err)
+}
+
+// NotRecorded counts the checkpoints whose metadata was durable but that
+// Options.CompletedStore did not record (so they did not complete).
+func (jm *JobMaster) NotRecorded() int64 { return jm.notRecorded.Load() }
 
 func timerC(t Timer) <-chan time.Time {
 	if t == nil {
@@ -566,7 +622,7 @@ func (jm *JobMaster) settle(ctx context.Context, err error) {
 	for {
 		select {
 		case m := <-jm.metaDone:
-			jm.coord.MetadataDurable(jm.now(), m.id, m.err)
+			jm.metadataDone(m)
 			continue
 		default:
 		}

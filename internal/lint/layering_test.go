@@ -44,6 +44,7 @@ var layers = map[string]int{
 	"internal/rest":               60,
 	"internal/web":                60,
 	"internal/metrics/promexport": 60,
+	"internal/ha":                 58, // etcd leadership and the leader's fenced store; cluster and cmd use it
 	"internal/deploy":             57,
 	"internal/jobmaster":          55,
 

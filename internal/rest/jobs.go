@@ -40,6 +40,10 @@ func (s *Server) getOverview(w http.ResponseWriter, _ *http.Request) {
 			o.JobsRunning++
 		}
 	}
+	if h, ok := s.jm.(HighAvailability); ok {
+		info := h.HighAvailability()
+		o.HighAvailability = &info
+	}
 	writeJSON(w, http.StatusOK, o)
 }
 

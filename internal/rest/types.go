@@ -21,6 +21,41 @@ type ClusterOverview struct {
 	JobsFailed     int    `json:"jobs-failed"`
 	Version        string `json:"weir-version"`  // Flink: flink-version
 	Commit         string `json:"weir-revision"` // Flink: flink-commit
+	// HighAvailability names the leader and the standbys of a JobManager
+	// with high availability (HighAvailability); omitted without.
+	HighAvailability *HighAvailabilityInfo `json:"high-availability,omitempty"`
+}
+
+// HighAvailability is implemented by a JobManager that runs with standbys
+// (internal/ha): GET /overview then names the leader and the standbys.
+type HighAvailability interface {
+	HighAvailability() HighAvailabilityInfo
+}
+
+// HighAvailabilityInfo is the "high-availability" part of GET /overview.
+type HighAvailabilityInfo struct {
+	Type      string `json:"type"` // "etcd"
+	ClusterID string `json:"cluster-id"`
+	// LeaderRevision is the leadership's revision, the control plane's
+	// fencing token.
+	LeaderRevision int64            `json:"leader-revision"`
+	Leader         JobManagerInfo   `json:"leader"`
+	Standbys       []JobManagerInfo `json:"standbys"`
+	// Writes, FencedWrites and FailedWrites count the leader's writes to
+	// etcd: done, refused by the leadership guard, not answered.
+	Writes       int64 `json:"writes"`
+	FencedWrites int64 `json:"fenced-writes"`
+	FailedWrites int64 `json:"failed-writes"`
+}
+
+// JobManagerInfo is one JobManager of HighAvailabilityInfo.
+type JobManagerInfo struct {
+	Name       string `json:"name"`
+	RPCAddress string `json:"rpc-address"`
+	RESTURL    string `json:"rest-url,omitempty"`
+	// Since is when it was elected (the leader) or started (a standby),
+	// ms since the epoch.
+	Since int64 `json:"since"`
 }
 
 // DashboardConfiguration is GET /config.
