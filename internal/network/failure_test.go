@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -363,7 +364,7 @@ func TestHandshakeRefusals(t *testing.T) {
 	}{
 		{"wrong token", Options{Token: "guess"}, ProtocolVersion, "refused this process's cluster token"},
 		{"no token", Options{}, ProtocolVersion, "refused this process's cluster token"},
-		{"other version", Options{Token: "s3cret"}, 7, "the peer speaks data-plane protocol version 1, this process version 7"},
+		{"other version", Options{Token: "s3cret"}, 7, fmt.Sprintf("the peer speaks data-plane protocol version %d, this process version 7", ProtocolVersion)},
 		{"buffer size", Options{Token: "s3cret", BufferSize: 4096}, ProtocolVersion, "buffer size 4096, this process 32768"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -383,7 +384,7 @@ func TestHandshakeRefusals(t *testing.T) {
 		t.Fatalf("Refused() = %d, want 5", got)
 	}
 	l := logs.String()
-	for _, want := range []string{"peer=" + stranger, "does not speak weir's data-plane protocol", "wrong cluster token", "version 7, this process version 1"} {
+	for _, want := range []string{"peer=" + stranger, "does not speak weir's data-plane protocol", "wrong cluster token", fmt.Sprintf("version 7, this process version %d", ProtocolVersion)} {
 		if !strings.Contains(l, want) {
 			t.Errorf("log lacks %q:\n%s", want, l)
 		}

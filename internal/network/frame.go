@@ -24,8 +24,9 @@ import (
 const (
 	magic = "WRNT"
 	// ProtocolVersion is the version of the wire format; a peer of another
-	// version is refused in the handshake.
-	ProtocolVersion uint8 = 1
+	// version is refused in the handshake. 2: an event may carry a payload
+	// (flag bit 2: a barrier's storage URL and directory, across processes).
+	ProtocolVersion uint8 = 2
 
 	frameHeaderLen = 4 + 1 + 4
 	maxNameLen     = 1 << 12
