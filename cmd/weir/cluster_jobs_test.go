@@ -388,6 +388,8 @@ func TestClusterRunBadInput(t *testing.T) {
 	_, tokenRPC, _ := startJobManager(t, "--cluster-token", "right")
 	dead := freeAddr(t)
 	ck := filepath.Join(dir, "ck")
+	cfg := filepath.Join(dir, "weir.yaml")
+	os.WriteFile(cfg, []byte("jobmanager.rpc.address: 127.0.0.1\njobmanager.rpc.port: 6123\n"), 0o644)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -403,6 +405,7 @@ func TestClusterRunBadInput(t *testing.T) {
 		{"no shared checkpoint storage", []string{"run", "wordcount", "--input", input, "--output", filepath.Join(dir, "o4"), "--jobmanager", c.rpc}, "checkpoint storage"},
 		{"checkpoints in memory", wordCountArgs(input, filepath.Join(dir, "o5"), "memory://x", "--jobmanager", c.rpc), "memory"},
 		{"local REST API flag", wordCountArgs(input, filepath.Join(dir, "o6"), ck, "--jobmanager", c.rpc, "--rest-address", "127.0.0.1:0"), "--rest-address serves the REST API of a job run here"},
+		{"the JobManager from the config file", wordCountArgs(input, filepath.Join(dir, "o10"), ck, "--config", cfg), "weir run takes the JobManager from --jobmanager only"},
 		{"half TLS", wordCountArgs(input, filepath.Join(dir, "o7"), ck, "--jobmanager", c.rpc, "--tls-cert", "x.pem"), "--tls-cert, --tls-key and --tls-ca go together"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

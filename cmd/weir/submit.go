@@ -87,8 +87,14 @@ func newJobCommand(spec jobSpec) *cobra.Command {
 			}
 		}
 		if cfg := fl.Lookup("config"); cfg != nil {
+			given := fl.Changed("jobmanager")
 			if err := applyConfig(cmd, cfg.Value.String()); err != nil {
 				return err
+			}
+			// Without --jobmanager weir run is local mode, whatever
+			// the file says.
+			if !given && fl.Changed("jobmanager") {
+				return fmt.Errorf("--config %s sets jobmanager.rpc.address or .port: weir run takes the JobManager from --jobmanager only (without it the job runs here); leave the key out of the file, or give --jobmanager", cfg.Value.String())
 			}
 		}
 		if sf.jobmanager == "" {
