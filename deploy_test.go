@@ -296,7 +296,7 @@ func TestRestoreAcrossModes(t *testing.T) {
 
 	// 1. Local mode, stopped after a third of the input.
 	env := weir.NewEnvironment(base)
-	spBuild(env, spIndexes(n, 10000), 2, sink, &tap)
+	spBuild(env, spIndexes(n, 3000), 2, sink, &tap)
 	jc, err := env.ExecuteAsync(spCtx(t), "job")
 	if err != nil {
 		t.Fatal(err)
@@ -313,7 +313,7 @@ func TestRestoreAcrossModes(t *testing.T) {
 	// 2. Two workers from that savepoint, stopped after two thirds.
 	opts := base
 	opts.Restore = sp1
-	c := newCluster(t, opts, 2, func(env *weir.Environment) { spBuild(env, spIndexes(n, 10000), 2, sink, &tap) })
+	c := newCluster(t, opts, 2, func(env *weir.Environment) { spBuild(env, spIndexes(n, 3000), 2, sink, &tap) })
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	jm, done := c.start(t, ctx)

@@ -3,6 +3,7 @@ package weir
 import (
 	"sync/atomic"
 
+	cpebble "github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/weirstream/weir/internal/statebackend/incremental"
@@ -67,3 +68,11 @@ func OnKeyedOpen(o *Options, f func(KeyedStateProbe)) {
 // checkpoints, changelog, local recovery, restores) reach the local disk
 // through fs, to inject local-disk errors.
 func SetLocalFS(o *Options, fs vfs.FS) { testHooksOf(o).localFS = fs }
+
+// SetPebbleEvents makes the pebble backend of every keyed operator instance
+// of the job of o tell the listener f returns for it (nil: none) of its
+// database's flushes, compactions and the tables they create. f runs on
+// task goroutines, the listener on pebble's.
+func SetPebbleEvents(o *Options, f func(uid string, subtask int) *cpebble.EventListener) {
+	testHooksOf(o).pebbleEvents = f
+}

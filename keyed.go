@@ -99,9 +99,15 @@ func (k *keyedEnv[K]) open() error {
 	switch k.env.backend {
 	case "pebble":
 		dir := filepath.Join(k.env.stateDir, fmt.Sprintf("%s-%d-a%d", unsafeName.ReplaceAllString(k.env.uid, "_"), k.env.subtask, k.env.attempt))
-		b, err := pebble.New[K](k.groups, k.codec, pebble.Options{Dir: dir, Logger: k.env.logger,
-			DisableCompactions: k.env.test != nil && k.env.test.noCompactions,
-			OnError:            func(err error) { runtime.Fail(fmt.Errorf("pebble state backend: %w", err)) }})
+		po := pebble.Options{Dir: dir, Logger: k.env.logger,
+			OnError: func(err error) { runtime.Fail(fmt.Errorf("pebble state backend: %w", err)) }}
+		if t := k.env.test; t != nil {
+			po.DisableCompactions = t.noCompactions
+			if t.pebbleEvents != nil {
+				po.EventListener = t.pebbleEvents(k.env.uid, k.env.subtask)
+			}
+		}
+		b, err := pebble.New[K](k.groups, k.codec, po)
 		if err != nil {
 			return fmt.Errorf("open pebble state backend: %w", err)
 		}

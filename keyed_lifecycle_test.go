@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	cpebble "github.com/cockroachdb/pebble/v2"
+
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/connectors/collect"
@@ -31,14 +33,23 @@ import (
 // changelog checkpoints and with local recovery, a first checkpoint of
 // lcKeys keys and then checkpoints after 1% of the keys changed. Each later
 // checkpoint must upload no data file (or log segment) that storage
-// already holds, and (compactions off) at most 5% of the first one; the
-// instance's pending checkpoints drain once notified; no local checkpoint
-// or materialization directory outlives the retained checkpoint.
+// already holds, and every data file it uploads is new data (a flush) or
+// the output of a compaction that ran since the previous checkpoint (the
+// database's event listener says which); with compactions off each
+// uploads at most 5% of the first one, with compactions on the uploads are
+// what the compactions rewrote and no more, and (incremental) some
+// checkpoint uploads a compaction's output; the instance's pending
+// checkpoints drain once notified; no local checkpoint or materialization
+// directory outlives the retained checkpoint.
 
 const (
 	lcKeys   = 4000
 	lcRounds = 3
-	lcUID    = "op"
+	// lcMaxRounds bounds the checkpoints of a compactions-on run, which
+	// goes on until one uploaded a compaction's output (pebble compacts
+	// L0 once it holds 4 overlapping flushes: one per checkpoint here).
+	lcMaxRounds = 12
+	lcUID       = "op"
 )
 
 // lcRecord is "<key>:<seq>:<padding>": about 100 bytes that do not
@@ -283,15 +294,92 @@ var lcModes = []struct {
 func TestKeyedLifecycleEveryOperator(t *testing.T) {
 	for _, kind := range lcKinds {
 		for _, mode := range lcModes {
-			t.Run(kind.name+"/"+mode.name, func(t *testing.T) {
-				t.Parallel()
-				lcRun(t, kind.build, mode.changelog, mode.local)
-			})
+			for _, compactions := range []bool{false, true} {
+				name := kind.name + "/" + mode.name
+				if compactions {
+					name += "/compactions"
+				}
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					lcRun(t, kind.build, mode.changelog, mode.local, compactions)
+				})
+			}
 		}
 	}
 }
 
-func lcRun(t *testing.T, build lcTopology, changelog, local bool) {
+// lcTables records the tables the operator's database created, why
+// (flushing, compacting) and when (the number of checkpoints triggered by
+// then), and when each compaction ended.
+type lcTables struct {
+	mu      sync.Mutex
+	epoch   int64
+	created map[uint64]lcTable
+	ended   map[int]int64 // compaction job -> epoch at its end
+}
+
+type lcTable struct {
+	reason string
+	job    int
+	epoch  int64
+}
+
+func newLcTables() *lcTables {
+	return &lcTables{created: map[uint64]lcTable{}, ended: map[int]int64{}}
+}
+
+func (r *lcTables) listener(uid string, _ int) *cpebble.EventListener {
+	if uid != lcUID {
+		return nil
+	}
+	return &cpebble.EventListener{
+		TableCreated: func(info cpebble.TableCreateInfo) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.created[uint64(info.FileNum)] = lcTable{reason: info.Reason, job: info.JobID, epoch: r.epoch}
+		},
+		CompactionEnd: func(info cpebble.CompactionInfo) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.ended[info.JobID] = r.epoch
+		},
+	}
+}
+
+// next starts the epoch of the next checkpoint and returns it.
+func (r *lcTables) next() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.epoch++
+	return r.epoch
+}
+
+// why says how the table file (a local name, 000123.sst) uploaded by
+// the checkpoint of epoch k came to be: "flushing" or "compacting" if the
+// database wrote it since checkpoint k-1 was triggered, or a compaction
+// running then wrote it; "" otherwise (it should have been in an earlier
+// checkpoint, or the database never wrote it).
+func (r *lcTables) why(file string, k int64) string {
+	n, err := strconv.ParseUint(strings.TrimSuffix(file, ".sst"), 10, 64)
+	if err != nil {
+		return ""
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.created[n]
+	if !ok {
+		return ""
+	}
+	if t.epoch >= k-1 {
+		return t.reason
+	}
+	if end, done := r.ended[t.job]; t.reason == "compacting" && (!done || end >= k-1) {
+		return t.reason
+	}
+	return ""
+}
+
+func lcRun(t *testing.T, build lcTopology, changelog, local, compactions bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	stateDir := t.TempDir()
@@ -302,7 +390,11 @@ func lcRun(t *testing.T, build lcTopology, changelog, local bool) {
 	}
 	store := &recordingStore{Store: storage.NewMemoryStore()}
 	weir.SetCheckpointStore(&opts, store)
-	weir.DisablePebbleCompactions(&opts)
+	if !compactions {
+		weir.DisablePebbleCompactions(&opts)
+	}
+	tables := newLcTables()
+	weir.SetPebbleEvents(&opts, tables.listener)
 	var mu sync.Mutex
 	var probes []weir.KeyedStateProbe
 	weir.OnKeyedOpen(&opts, func(p weir.KeyedStateProbe) {
@@ -341,7 +433,7 @@ func lcRun(t *testing.T, build lcTopology, changelog, local bool) {
 	// checkpoint lets the source emit up to n records, waits for them to
 	// be in the operator (a checkpoint's barrier follows them), takes a
 	// checkpoint and returns the objects the operator uploaded for it.
-	checkpoint := func(n int64) (int64, []recordedObject) {
+	checkpoint := func(n int64) (int64, int64, []recordedObject) {
 		allow.Store(n)
 		lcWaitFor(t, fmt.Sprint(n, " records from the source"), func() string {
 			if got := tap.Load(); got < n {
@@ -350,6 +442,7 @@ func lcRun(t *testing.T, build lcTopology, changelog, local bool) {
 			return ""
 		})
 		before := store.count()
+		epoch := tables.next()
 		id, err := job.TriggerCheckpoint(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -360,11 +453,12 @@ func lcRun(t *testing.T, build lcTopology, changelog, local bool) {
 				mine = append(mine, o)
 			}
 		}
-		return id, mine
+		return id, epoch, mine
 	}
 
 	uploaded := map[string]int64{} // instance prefix + local file -> checkpoint
-	record := func(id int64, objs []recordedObject) int64 {
+	compacted := 0                 // compaction outputs uploaded
+	record := func(id, epoch int64, objs []recordedObject) int64 {
 		var total int64
 		for _, o := range objs {
 			total += o.size
@@ -381,12 +475,20 @@ func lcRun(t *testing.T, build lcTopology, changelog, local bool) {
 				t.Errorf("checkpoint %d uploaded %s again (first uploaded by checkpoint %d): storage already holds it", id, m[2], first)
 			}
 			uploaded[key] = id
+			if strings.HasSuffix(m[2], ".sst") {
+				switch tables.why(m[2], epoch) {
+				case "":
+					t.Errorf("checkpoint %d uploaded %s, which no flush or compaction since the previous checkpoint wrote", id, m[2])
+				case "compacting":
+					compacted++
+				}
+			}
 		}
 		return total
 	}
 
-	id, objs := checkpoint(lcKeys)
-	full := record(id, objs)
+	id, epoch, objs := checkpoint(lcKeys)
+	full := record(id, epoch, objs)
 	if st, ok := job.Checkpoint(id); !ok || st.CheckpointedSize != st.StateSize || st.StateSize < full {
 		t.Errorf("first checkpoint: state size %d, checkpointed size %d; want both equal and >= the %d bytes uploaded for the operator",
 			st.StateSize, st.CheckpointedSize, full)
@@ -395,18 +497,28 @@ func lcRun(t *testing.T, build lcTopology, changelog, local bool) {
 		t.Fatalf("the first checkpoint uploaded %d bytes for %d keys of ~100 bytes", full, lcKeys)
 	}
 	last := id
-	for round := 1; round <= lcRounds; round++ {
-		id, objs := checkpoint(int64(lcKeys + round*lcKeys/100))
-		n := record(id, objs)
-		if ratio := float64(n) / float64(full); ratio > 0.05 {
+	// With compactions on (incremental), the run goes on until a
+	// checkpoint uploaded a compaction's output.
+	wantCompacted := compactions && !changelog
+	for round := 1; round <= lcRounds || wantCompacted && compacted == 0 && round <= lcMaxRounds; round++ {
+		id, epoch, objs := checkpoint(int64(lcKeys + round*lcKeys/100))
+		n := record(id, epoch, objs)
+		ratio := float64(n) / float64(full)
+		if !compactions && ratio > 0.05 {
 			t.Errorf("checkpoint %d after 1%% of the keys changed uploaded %d bytes = %.1f%% of the first checkpoint's %d, want <= 5%%",
 				id, n, 100*ratio, full)
+		}
+		if compactions {
+			t.Logf("checkpoint %d uploaded %d bytes = %.1f%% of the first checkpoint's (compaction outputs uploaded so far: %d)", id, n, 100*ratio, compacted)
 		}
 		if n == 0 {
 			t.Errorf("checkpoint %d uploaded nothing after 1%% of the keys changed", id)
 		}
 		lcCheckStats(t, job, id, n, full)
 		last = id
+	}
+	if wantCompacted && compacted == 0 {
+		t.Errorf("no checkpoint of %d uploaded a compaction's output: the compactions-on case proves nothing", lcMaxRounds)
 	}
 	// The notifications reach the keyed state: nothing stays pending, and
 	// the local directories of older checkpoints go.

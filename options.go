@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"time"
 
+	cpebble "github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	iruntime "github.com/weirstream/weir/internal/runtime"
@@ -232,6 +233,9 @@ type testHooks struct {
 	// clock is the lifecycle's clock (materialization intervals); nil:
 	// time.Now.
 	clock func() time.Time
+	// pebbleEvents returns the listener of the database events of a keyed
+	// operator instance's pebble backend (nil: none).
+	pebbleEvents func(uid string, subtask int) *cpebble.EventListener
 }
 
 // periodic reports whether automatic checkpoints (by interval or record

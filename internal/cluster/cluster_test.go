@@ -237,7 +237,12 @@ func TestJobManagerRestart(t *testing.T) {
 	jm.Close()
 	time.Sleep(100 * time.Millisecond)
 	jm2 := startJM(t, JobManagerOptions{Address: addr})
-	eventually(t, "registered with the new JobManager", func() bool { return len(jm2.Members()) == 1 })
+	// The JobManager knows the registration before the TaskManager has its
+	// reply: wait for both.
+	eventually(t, "registered with the new JobManager", func() bool {
+		s, _, _ := tm.Registration()
+		return len(jm2.Members()) == 1 && s != "" && s != old
+	})
 	if s, _, _ := tm.Registration(); s != jm2.Session() || s == old {
 		t.Errorf("session %s, want the new %s (old %s)", s, jm2.Session(), old)
 	}

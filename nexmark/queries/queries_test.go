@@ -70,7 +70,8 @@ type runSpec struct {
 
 // faultInjector fails the job once, at the first event from the failAt-th
 // on that follows a completed checkpoint, so that the job restarts from a
-// checkpoint however slow the machine is. Each subtask gets a copy of the
+// checkpoint however slow the machine is (events past failAt are slowed
+// down until a checkpoint completed, so the stream cannot end first). Each subtask gets a copy of the
 // struct; they share its counters.
 type faultInjector struct {
 	failAt int64
@@ -85,8 +86,18 @@ type faultCounters struct {
 }
 
 func (f *faultInjector) ProcessElement(_ *weir.Context, ev nexmark.Event, out weir.Collector[nexmark.Event]) error {
-	if f.seen.Add(1) >= f.failAt && f.completed.Load() && !f.failed.Swap(true) {
-		panic("injected failure")
+	if f.seen.Add(1) >= f.failAt && !f.failed.Load() {
+		if f.completed.Load() {
+			if !f.failed.Swap(true) {
+				panic("injected failure")
+			}
+		} else {
+			// Past failAt with no checkpoint completed yet (a loaded
+			// machine): slow the rest of the stream down, without
+			// blocking barriers (they pass between records), so that one
+			// completes before the input ends.
+			time.Sleep(200 * time.Microsecond)
+		}
 	}
 	out.Collect(ev)
 	return nil

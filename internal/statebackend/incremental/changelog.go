@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"path"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,64 +13,30 @@ import (
 
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/statebackend/pebble"
+	"github.com/weirstream/weir/internal/statebackend/snapshot"
 	"github.com/weirstream/weir/internal/storage"
 )
 
-// materialization is a native checkpoint uploaded to shared/.
-type materialization struct {
-	id    int64                  // the checkpoint at whose barrier it was taken
-	cut   int64                  // the first log segment after it
-	files []checkpoint.StateFile // every file, shared
-	size  int64
-	data  map[string]sharedFile // its data files by local name (the next one reuses them)
-	store storage.Store
-	fresh []string // objects it uploaded (not reused)
-	// base is the materialization whose data files it reuses (background
-	// materializations): it may be referred to only while base is the
-	// confirmed checkpoint's.
-	base *materialization
-}
-
-// clCheckpoint is what one checkpoint of this instance lists.
-type clCheckpoint struct {
-	id   int64
-	mat  *materialization
-	segs map[int64]checkpoint.StateFile // segment seq -> its upload
-}
-
-// changelogState is the changelog side of one instance. Everything but the
-// background materialization and the asynchronous parts runs on the task
-// goroutine; what they share is under mu.
+// changelogState is the changelog side of one instance: it carries out
+// what its ledger (snapshot.ChangelogLedger, the pure core that decides
+// which materialization and segments a checkpoint refers to and uploads,
+// when to materialize, and what may go) returns. The log and the
+// synchronous parts run on the task goroutine; the asynchronous parts and
+// the background materialization report to the ledger under mu, and carry
+// out its answers outside it.
 type changelogState struct {
 	inc    *incrementalState // names, directories, the file system; its restore
-	opts   ChangelogOptions
 	now    func() time.Time
 	logger *slog.Logger
 	ctx    context.Context
 
-	log        *pebble.Changelog         // nil until the first materialization
-	local      []pebble.ChangelogSegment // closed segments not yet removed, by seq
-	matSeq     int64                     // materializations taken
-	lastMat    time.Time                 // when the last one was taken
-	inflight   *materialization          // referred to by pending checkpoint inflightBy only
-	inflightBy int64
-	confirmed  *clCheckpoint // the last checkpoint known complete
-	// inUse holds, for each checkpoint taken and not yet known complete or
-	// aborted, the first segment its asynchronous part may read: the local
-	// segments from there on stay until it is known done.
-	inUse map[int64]int64
-	// resetAt is the first segment of the current log: a materialization
-	// cut before it (the log failed and started over since) is never
-	// referred to again, its log has a hole.
-	resetAt int64
+	log *pebble.Changelog // task goroutine; nil while no log is open
 
 	mu       sync.Mutex
-	pending  map[int64]*clCheckpoint
-	ready    *materialization // uploaded, not referred to yet
-	running  bool
-	cancel   context.CancelFunc
+	ledger   *snapshot.ChangelogLedger
+	cancel   context.CancelFunc // the background materialization's
 	bg       sync.WaitGroup
-	bgErr    error
+	bgErr    error // the last background materialization's failure (tests)
 	matBytes int64 // uploaded by materializations, background and synchronous
 	bgMats   int   // background materializations uploaded
 	// onMaterialized, when set (tests), is told of each background
@@ -80,14 +45,26 @@ type changelogState struct {
 }
 
 func newChangelogState(ctx context.Context, inc *incrementalState, opts Options) *changelogState {
-	return &changelogState{inc: inc, opts: opts.Changelog, now: opts.Clock, logger: opts.Logger, ctx: ctx,
-		pending: make(map[int64]*clCheckpoint), inUse: make(map[int64]int64), onMaterialized: opts.OnMaterialized}
+	co := snapshot.ChangelogOptions{Interval: int64(opts.Changelog.MaterializationInterval), LogRatio: opts.Changelog.MaterializationLogRatio}
+	return &changelogState{inc: inc, now: opts.Clock, logger: opts.Logger, ctx: ctx,
+		ledger: snapshot.NewChangelogLedger(co), onMaterialized: opts.OnMaterialized}
 }
 
 func (s *changelogState) logDir() string { return filepath.Join(s.inc.localDir, "changelog") }
 
+func (s *changelogState) segmentPath(seq int64) string {
+	return filepath.Join(s.logDir(), pebble.ChangelogSegmentName(seq))
+}
+
 func (s *changelogState) matDir(n int64) string {
 	return filepath.Join(s.inc.localDir, "mat-"+strconv.FormatInt(n, 10))
+}
+
+// step feeds the ledger one event.
+func (s *changelogState) step(e snapshot.ChangelogEvent) []snapshot.ChangelogAction {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ledger.Step(e)
 }
 
 // materializedBytes returns the bytes uploaded by materializations so far.
@@ -100,238 +77,177 @@ func (s *changelogState) materializedBytes() int64 {
 func (s *changelogState) pendingCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.pending)
+	return s.ledger.Pending()
 }
 
-// snapshot runs the synchronous part of checkpoint id in changelog mode.
+// snapshot runs the synchronous part of checkpoint id in changelog mode:
+// it cuts the log, then carries out the ledger's plan.
 func (s *changelogState) snapshot(b Backend, id int64, t Target) (Snapshot, error) {
 	fail := func(err error) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("changelog checkpoint %d: %w", id, err)
 	}
-	fs := s.inc.fs
-	cut, err := s.cutLog(b, id)
-	if err != nil {
+	if err := s.cutLog(b, id); err != nil {
 		return fail(err)
 	}
-
-	s.mu.Lock()
-	ready, bgErr := s.ready, s.bgErr
-	s.bgErr = nil
-	var stale *materialization
-	if ready != nil && (s.confirmed == nil || ready.base != s.confirmed.mat) {
-		// It reuses the data files of a materialization that is no longer
-		// the confirmed one (a checkpoint with a newer one completed while
-		// it uploaded): the base does not list them, so the job master may
-		// delete them. Dropped; the next trigger takes another.
-		stale, s.ready = ready, nil
-	}
-	if ready != nil && stale == nil && s.inflight == nil && ready.store == t.Store {
-		s.ready = nil
-	} else {
-		ready = nil
-	}
-	s.mu.Unlock()
-	if stale != nil {
-		s.deleteFresh(stale) // referred to by nothing
-	}
-	if bgErr != nil {
-		s.logger.Warn("changelog: a background materialization failed; the next one is tried at the next trigger", "err", bgErr)
-	}
-	if ready != nil && !s.usable(ready) {
-		s.deleteFresh(ready) // taken before the log failed: the log after it has a hole
-		ready = nil
-	}
-
-	// The materialization this checkpoint refers to: one whose log since
-	// its cut is all here.
-	var mat *materialization
-	syncMat := false
-	switch {
-	case ready != nil:
-		mat = ready
-		s.inflight, s.inflightBy = ready, id
-	case s.confirmed != nil && s.confirmed.mat.store == t.Store && s.usable(s.confirmed.mat):
-		mat = s.confirmed.mat
-	default:
-		syncMat = true
-	}
-
-	// The reuse base: the files of the last checkpoint known complete.
-	var baseID int64
-	var baseData map[string]sharedFile
-	var baseSegs map[int64]checkpoint.StateFile
-	if s.confirmed != nil && s.confirmed.mat.store == t.Store {
-		baseID, baseData, baseSegs = s.confirmed.id, s.confirmed.mat.data, s.confirmed.segs
-	} else {
-		if up := s.inc.base(); up.Files != nil && up.Store == any(t.Store) {
-			baseID, baseData = up.ID, up.Files
-		}
-	}
 	sharedDir := path.Join(path.Dir(t.Dir), storage.SharedDirName)
-
-	var syncDir string
-	if syncMat {
-		s.matSeq++
-		syncDir = s.matDir(s.matSeq)
-		if err := s.takeNative(b, id, syncDir); err != nil {
-			return fail(err)
-		}
-		s.lastMat = s.now()
-	}
-	var segs []pebble.ChangelogSegment
-	if !syncMat {
-		s.inUse[id] = mat.cut
-		for _, seg := range s.local {
-			if seg.Seq >= mat.cut && seg.Seq < cut {
-				segs = append(segs, seg)
+	var plan snapshot.Refer
+	for _, a := range s.step(snapshot.SnapshotTaken{ID: id, Store: t.Store, Cut: s.log.Seq(), Now: s.now().UnixNano()}) {
+		switch a := a.(type) {
+		case snapshot.Refer:
+			plan = a
+		case snapshot.Materialize:
+			dir := s.matDir(a.Seq)
+			if err := s.takeNative(b, id, dir); err != nil {
+				s.do(s.step(snapshot.MaterializationFailed{Seq: a.Seq}))
+				if !a.Background {
+					return fail(err)
+				}
+				s.logger.Warn("changelog: cannot take a materialization", "checkpoint", id, "err", err)
+				continue
 			}
+			if a.Background {
+				s.materialize(id, a, dir, t.Store, sharedDir)
+			}
+		default:
+			s.do([]snapshot.ChangelogAction{a})
 		}
 	}
-	s.maybeMaterialize(b, id, cut, t.Store, sharedDir)
-
 	return Snapshot{
 		Async: func(ctx context.Context, st *checkpoint.SubtaskState) (int64, error) {
-			return s.upload(ctx, st, clUpload{id: id, target: t, sharedDir: sharedDir, mat: mat, syncDir: syncDir, cut: cut,
-				segs: segs, baseID: baseID, baseData: baseData, baseSegs: baseSegs})
+			return s.upload(ctx, st, t.Store, sharedDir, plan)
 		},
-		Release: func() {
-			if syncDir != "" {
-				_ = fs.RemoveAll(syncDir)
-			}
-		},
+		Release: func() { s.do(s.step(snapshot.SnapshotReleased{ID: id})) },
 	}, nil
 }
 
 // cutLog cuts the log at the barrier of checkpoint id, after the writes
 // still in the backend's write-back cache reached the database (and the
-// log), and returns the first segment after the cut. The first cut, and
-// the first after the log failed, opens a new log.
-func (s *changelogState) cutLog(b Backend, id int64) (int64, error) {
-	fs := s.inc.fs
+// log), and opens a new log when the ledger says so (the first cut, and
+// the first after the log failed).
+func (s *changelogState) cutLog(b Backend, id int64) error {
 	if err := b.FlushWriteCache(); err != nil {
-		return 0, err
+		return err
 	}
+	e := snapshot.LogCut{ID: id}
 	if s.log != nil {
 		seg, err := b.CutChangelog()
-		switch {
-		case err != nil:
-			// A log with a hole in it cannot be replayed: drop it, and
-			// start over from a materialization taken now.
-			s.logger.Warn("changelog: the local log failed; this checkpoint materializes the state and a new log starts", "checkpoint", id, "err", err)
-			s.resetLog(b)
-		case seg.Size > 0:
-			s.local = append(s.local, seg)
-		default:
-			_ = fs.Remove(seg.Path)
-		}
-	}
-	if s.log == nil {
-		if s.resetAt == 0 {
-			if err := fs.RemoveAll(s.logDir()); err != nil {
-				return 0, err
-			}
-		}
-		log, err := pebble.OpenChangelog(fs, s.logDir(), s.resetAt)
 		if err != nil {
-			return 0, err
+			// A log with a hole in it cannot be replayed.
+			s.logger.Warn("changelog: the local log failed; this checkpoint materializes the state and a new log starts", "checkpoint", id, "err", err)
+			e.Failed, e.Seg = true, snapshot.Segment{Seq: s.log.Seq()}
+		} else {
+			e.Closed, e.Seg = true, snapshot.Segment{Seq: seg.Seq, Size: seg.Size}
 		}
-		s.log = log
-		b.SetChangelog(log)
 	}
-	return s.log.Seq(), nil
+	for _, a := range s.step(e) {
+		switch a := a.(type) {
+		case snapshot.CloseLog:
+			b.SetChangelog(nil)
+			_ = s.log.Close()
+			s.log = nil
+		case snapshot.OpenLog:
+			if a.Clear {
+				if err := s.inc.fs.RemoveAll(s.logDir()); err != nil {
+					return err
+				}
+			}
+			log, err := pebble.OpenChangelog(s.inc.fs, s.logDir(), a.First)
+			if err != nil {
+				return err
+			}
+			s.log = log
+			b.SetChangelog(log)
+		default:
+			s.do([]snapshot.ChangelogAction{a})
+		}
+	}
+	return nil
 }
 
-// clUpload is what the asynchronous part of a changelog checkpoint
-// uploads and lists.
-type clUpload struct {
-	id        int64
-	target    Target
-	sharedDir string
-	mat       *materialization // nil: syncDir holds a materialization to upload
-	syncDir   string
-	cut       int64
-	segs      []pebble.ChangelogSegment // the log since mat's cut
-	baseID    int64
-	baseData  map[string]sharedFile
-	baseSegs  map[int64]checkpoint.StateFile
+// do carries out the ledger's actions that need neither the backend nor
+// the log.
+func (s *changelogState) do(acts []snapshot.ChangelogAction) {
+	for _, a := range acts {
+		switch a := a.(type) {
+		case snapshot.RemoveSegments:
+			for _, seq := range a.Seqs {
+				_ = s.inc.fs.Remove(s.segmentPath(seq))
+			}
+		case snapshot.DropMaterialization:
+			store := a.Mat.Store.(storage.Store)
+			for _, o := range a.Mat.Fresh {
+				_ = store.Delete(context.WithoutCancel(s.ctx), o)
+			}
+			s.logger.Info("changelog: materialization dropped", "checkpoint", a.Mat.ID, "reason", a.Why)
+		case snapshot.RemoveMaterializationDir:
+			_ = s.inc.fs.RemoveAll(s.matDir(a.Seq))
+		case snapshot.RemoveLocal:
+			s.removeLocal()
+		default:
+			panic(fmt.Sprintf("changelog: action %v out of place", a))
+		}
+	}
 }
 
 // upload is the asynchronous part of a changelog checkpoint: the
 // synchronous materialization if it took one, the segments its base does
 // not hold; it appends the handle to st and returns the bytes uploaded.
-func (s *changelogState) upload(ctx context.Context, st *checkpoint.SubtaskState, u clUpload) (int64, error) {
+func (s *changelogState) upload(ctx context.Context, st *checkpoint.SubtaskState, store storage.Store, sharedDir string, p snapshot.Refer) (int64, error) {
 	var written int64
-	m := u.mat
-	if u.syncDir != "" {
+	var mat snapshot.MatFiles
+	if p.Mat != nil {
+		mat = p.Mat.MatFiles
+	} else {
 		var err error
-		m, written, err = s.inc.uploadMaterialization(ctx, u.syncDir, u.baseData, u.target.Store, u.sharedDir, fmt.Sprintf("m%d", u.id))
+		mat, written, err = s.inc.uploadMaterialization(ctx, s.matDir(p.Sync), p.BaseData, store, sharedDir, fmt.Sprintf("m%d", p.ID))
 		if err != nil {
-			return 0, fmt.Errorf("changelog checkpoint %d: materialization: %w", u.id, err)
+			return 0, fmt.Errorf("changelog checkpoint %d: materialization: %w", p.ID, err)
 		}
-		m.id, m.cut = u.id, u.cut
 		s.mu.Lock()
 		s.matBytes += written
 		s.mu.Unlock()
 	}
-	cp := &clCheckpoint{id: u.id, mat: m, segs: make(map[int64]checkpoint.StateFile, len(u.segs))}
-	files := slices.Clone(m.files)
-	h := checkpoint.KeyedStateHandle{Backend: checkpoint.IncrementalBackend, StartGroup: s.inc.groups.Start, EndGroup: s.inc.groups.End,
-		Base: u.baseID, Changelog: len(u.segs)}
-	uploads := make([]checkpoint.StateFile, len(u.segs))
+	segs := make([]snapshot.File, len(p.Segments))
 	var mu sync.Mutex
-	err := s.inc.parallel(ctx, len(u.segs), func(ctx context.Context, i int) error {
-		seg := u.segs[i]
-		if f, ok := u.baseSegs[seg.Seq]; ok {
-			uploads[i] = f
+	err := s.inc.parallel(ctx, len(p.Segments), func(ctx context.Context, i int) error {
+		seg := p.Segments[i]
+		if f, ok := p.Held[seg.Seq]; ok {
+			segs[i] = f
 			return nil
 		}
-		object := path.Join(u.sharedDir, fmt.Sprintf("%s-%s-c%d-%s", s.inc.prefix, s.inc.instance, u.id, pebble.ChangelogSegmentName(seg.Seq)))
-		size, crc, err := s.inc.uploadFile(ctx, u.target.Store, object, seg.Path)
+		name := pebble.ChangelogSegmentName(seg.Seq)
+		object := path.Join(sharedDir, fmt.Sprintf("%s-%s-c%d-%s", s.inc.prefix, s.inc.instance, p.ID, name))
+		size, crc, err := s.inc.uploadFile(ctx, store, object, s.segmentPath(seg.Seq))
 		if err != nil {
 			return err
 		}
-		uploads[i] = checkpoint.StateFile{Name: pebble.ChangelogSegmentName(seg.Seq), Path: sharedPath(object),
-			Size: size, CRC: crc, Shared: true}
+		segs[i] = snapshot.File{Name: name, SharedFile: sharedFile{Object: object, Size: size, CRC: crc}}
 		mu.Lock()
 		written += size
 		mu.Unlock()
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("changelog checkpoint %d: upload the log: %w", u.id, err)
+		return 0, fmt.Errorf("changelog checkpoint %d: upload the log: %w", p.ID, err)
 	}
-	for i, seg := range u.segs {
-		cp.segs[seg.Seq] = uploads[i]
-	}
-	files = append(files, uploads...)
-	for _, f := range files {
+	h := checkpoint.KeyedStateHandle{Backend: checkpoint.IncrementalBackend, StartGroup: s.inc.groups.Start, EndGroup: s.inc.groups.End,
+		Base: p.BaseID, Changelog: len(segs)}
+	bySeq := make(map[int64]snapshot.File, len(segs))
+	add := func(f snapshot.File) {
+		h.Files = append(h.Files, checkpoint.StateFile{Name: f.Name, Path: sharedPath(f.Object), Size: f.Size, CRC: f.CRC, Shared: true})
 		h.Size += f.Size
 	}
-	h.Files = files
-	st.Keyed = append(st.Keyed, h)
-	s.mu.Lock()
-	s.pending[u.id] = cp
-	s.mu.Unlock()
-	return written, nil
-}
-
-// usable reports whether the log since m's cut is whole.
-func (s *changelogState) usable(m *materialization) bool { return m.cut >= s.resetAt }
-
-// resetLog drops the failed log: the next one starts after its segments
-// (the closed ones stay while checkpoints under way read them).
-func (s *changelogState) resetLog(b Backend) {
-	b.SetChangelog(nil)
-	s.resetAt = s.log.Seq() + 1
-	_ = s.log.Close()
-	s.log = nil
-}
-
-// deleteFresh deletes the objects m uploaded, referred to by nothing.
-func (s *changelogState) deleteFresh(m *materialization) {
-	for _, o := range m.fresh {
-		_ = m.store.Delete(s.ctx, o)
+	for _, f := range mat.Files {
+		add(f)
 	}
+	for i, f := range segs {
+		bySeq[p.Segments[i].Seq] = f
+		add(f)
+	}
+	st.Keyed = append(st.Keyed, h)
+	// Its local files may go now: RemoveMaterializationDir, RemoveSegments.
+	s.do(s.step(snapshot.CheckpointUploaded{ID: p.ID, Mat: mat, Segments: bySeq}))
+	return written, nil
 }
 
 func (s *changelogState) takeNative(b Backend, id int64, dir string) error {
@@ -345,74 +261,49 @@ func (s *changelogState) takeNative(b Backend, id int64, dir string) error {
 	return err
 }
 
-// maybeMaterialize starts a background materialization at the cut of
-// checkpoint id when one is due and none is under way or waiting.
-func (s *changelogState) maybeMaterialize(b Backend, id, cut int64, store storage.Store, sharedDir string) {
-	c := s.confirmed
-	if c == nil || c.mat.store != store || s.inflight != nil || !s.usable(c.mat) {
-		return
-	}
-	s.mu.Lock()
-	busy := s.running || s.ready != nil
-	s.mu.Unlock()
-	if busy {
-		return
-	}
-	var logSize int64
-	for _, seg := range s.local {
-		if seg.Seq >= c.mat.cut {
-			logSize += seg.Size
-		}
-	}
-	if logSize == 0 {
-		return // nothing changed since the last one
-	}
-	due := s.opts.MaterializationInterval > 0 && s.now().Sub(s.lastMat) >= s.opts.MaterializationInterval
-	big := s.opts.MaterializationLogRatio > 0 && float64(logSize) > s.opts.MaterializationLogRatio*float64(c.mat.size)
-	if !due && !big {
-		return
-	}
-	s.matSeq++
-	dir := s.matDir(s.matSeq)
-	if err := s.takeNative(b, id, dir); err != nil {
-		s.logger.Warn("changelog: cannot take a materialization", "checkpoint", id, "err", err)
-		_ = s.inc.fs.RemoveAll(dir)
-		return
-	}
-	s.lastMat = s.now()
-	base, baseMat := c.mat.data, c.mat
+// materialize uploads the background materialization a, taken at the
+// barrier of checkpoint id into dir, and reports it to the ledger.
+func (s *changelogState) materialize(id int64, a snapshot.Materialize, dir string, store storage.Store, sharedDir string) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	s.mu.Lock()
-	s.running, s.cancel = true, cancel
+	s.cancel = cancel
 	s.mu.Unlock()
 	start := s.now()
 	s.bg.Go(func() {
 		defer cancel()
-		defer s.inc.fs.RemoveAll(dir)
-		m, written, err := s.inc.uploadMaterialization(ctx, dir, base, store, sharedDir, fmt.Sprintf("m%d", id))
+		m, written, err := s.inc.uploadMaterialization(ctx, dir, a.Reuse, store, sharedDir, fmt.Sprintf("m%d", id))
 		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.running = false
+		var acts []snapshot.ChangelogAction
 		if err != nil {
 			s.bgErr = err
+			acts = s.ledger.Step(snapshot.MaterializationFailed{Seq: a.Seq})
+		} else {
+			s.matBytes += written
+			s.bgMats++
+			acts = s.ledger.Step(snapshot.MaterializationReady{Seq: a.Seq, MatFiles: m})
+			if s.onMaterialized != nil {
+				s.onMaterialized()
+			}
+		}
+		s.mu.Unlock()
+		s.do(acts)
+		if err != nil {
+			s.logger.Warn("changelog: a background materialization failed; the next one is tried at the next trigger", "checkpoint", id, "err", err)
 			return
 		}
-		m.id, m.cut, m.base = id, cut, baseMat
-		s.ready = m
-		s.matBytes += written
-		s.bgMats++
-		if s.onMaterialized != nil {
-			s.onMaterialized()
+		var size int64
+		for _, f := range m.Files {
+			size += f.Size
 		}
 		s.logger.Info("changelog: materialization uploaded", "checkpoint", id, "uploadedBytes", written,
-			"stateBytes", m.size, "logBytes", logSize, "duration", s.now().Sub(start))
+			"stateBytes", size, "duration", s.now().Sub(start))
 	})
 }
 
 // uploadMaterialization uploads the native checkpoint in dir to sharedDir,
 // referring to the data files of base instead of uploading them again, and
-// returns it with the bytes uploaded.
-func (s *incrementalState) uploadMaterialization(ctx context.Context, dir string, base map[string]sharedFile, store storage.Store, sharedDir, tag string) (*materialization, int64, error) {
+// returns its files with the bytes uploaded.
+func (s *incrementalState) uploadMaterialization(ctx context.Context, dir string, base map[string]sharedFile, store storage.Store, sharedDir, tag string) (snapshot.MatFiles, int64, error) {
 	up, err := s.uploadDir(ctx, dir, base, store, sharedDir, func(name string, _ bool) string {
 		return path.Join(sharedDir, fmt.Sprintf("%s-%s-%s-%s", s.prefix, s.instance, tag, name))
 	})
@@ -420,78 +311,26 @@ func (s *incrementalState) uploadMaterialization(ctx context.Context, dir string
 		for _, o := range up.fresh { // referred to by nothing
 			_ = store.Delete(context.WithoutCancel(ctx), o)
 		}
-		return nil, 0, err
+		return snapshot.MatFiles{}, 0, err
 	}
-	m := &materialization{store: store, data: up.data, files: up.files, fresh: up.fresh}
-	for _, f := range m.files {
-		m.size += f.Size
+	m := snapshot.MatFiles{Data: up.data, Fresh: up.fresh, Files: make([]snapshot.File, len(up.files))}
+	for i, f := range up.files {
+		// Every file of a materialization is in sharedDir.
+		m.Files[i] = snapshot.File{Name: f.Name, SharedFile: sharedFile{Object: path.Join(sharedDir, path.Base(f.Path)), Size: f.Size, CRC: f.CRC}}
 	}
 	return m, up.written, nil
 }
 
 // complete records that checkpoint id completed.
-func (s *changelogState) complete(id int64) {
-	s.mu.Lock()
-	cp := s.pending[id]
-	for p := range s.pending {
-		if p <= id {
-			delete(s.pending, p)
-		}
-	}
-	s.mu.Unlock()
-	for p := range s.inUse {
-		if p <= id {
-			delete(s.inUse, p)
-		}
-	}
-	// cp becomes the base unless it refers to an older materialization
-	// than the base (it was taken before the base's completion was known):
-	// the base must only grow, and what it lists stays reusable.
-	if c := s.confirmed; cp != nil && (c == nil || cp.id > c.id && cp.mat.id >= c.mat.id) {
-		if c == nil || cp.mat != c.mat {
-			// A newer materialization is confirmed: the segments before
-			// its cut are needed by no checkpoint this instance takes.
-			s.dropLocal(cp.mat.cut)
-		}
-		s.confirmed = cp
-	}
-	if s.inflight != nil && s.inflightBy <= id && (cp == nil || cp.mat != s.inflight) {
-		s.inflight = nil // its checkpoint was subsumed: its files may be gone
-	}
-	if cp != nil && cp.mat == s.inflight {
-		s.inflight = nil // confirmed
-	}
-}
+func (s *changelogState) complete(id int64) { s.do(s.step(snapshot.CheckpointComplete{ID: id})) }
 
 // aborted records that checkpoint id aborted.
-func (s *changelogState) aborted(id int64) {
-	s.mu.Lock()
-	delete(s.pending, id)
-	s.mu.Unlock()
-	delete(s.inUse, id)
-	if s.inflight != nil && s.inflightBy == id {
-		// The registry deletes what only this checkpoint listed: the
-		// materialization's new files. The next checkpoints refer to the
-		// confirmed one again, whose segments are all still here.
-		s.inflight = nil
-	}
-}
+func (s *changelogState) aborted(id int64) { s.do(s.step(snapshot.CheckpointAborted{ID: id})) }
 
-// dropLocal removes the local segments below seq that no checkpoint
-// under way may still read.
-func (s *changelogState) dropLocal(seq int64) {
-	for _, first := range s.inUse {
-		seq = min(seq, first)
-	}
-	keep := s.local[:0]
-	for _, seg := range s.local {
-		if seg.Seq < seq {
-			_ = s.inc.fs.Remove(seg.Path)
-		} else {
-			keep = append(keep, seg)
-		}
-	}
-	s.local = keep
+// restored records the checkpoint restored: the first checkpoint's
+// materialization refers to its data files.
+func (s *changelogState) restored(up snapshot.Upload) {
+	s.do(s.step(snapshot.Restored{ID: up.ID, Store: up.Store, Data: up.Files}))
 }
 
 // close stops a background materialization, deletes the files of one that
@@ -503,17 +342,15 @@ func (s *changelogState) close() {
 	}
 	s.mu.Unlock()
 	s.bg.Wait()
-	s.mu.Lock()
-	ready := s.ready
-	s.ready = nil
-	s.mu.Unlock()
-	if ready != nil {
-		for _, o := range ready.fresh {
-			_ = ready.store.Delete(context.Background(), o)
-		}
-	}
+	s.do(s.step(snapshot.Closed{}))
+}
+
+// removeLocal closes the log and removes its directory and every
+// materialization directory.
+func (s *changelogState) removeLocal() {
 	if s.log != nil {
 		_ = s.log.Close()
+		s.log = nil
 	}
 	fs := s.inc.fs
 	_ = fs.RemoveAll(s.logDir())

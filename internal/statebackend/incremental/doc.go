@@ -68,6 +68,11 @@
 //     segments on it, then restores the native checkpoints as the
 //     incremental mode does, rescaling included. Local recovery is not
 //     supported in this mode.
+//   - Which materialization and segments a checkpoint refers to and which
+//     it uploads, when a materialization is taken, when one is dropped
+//     and which local segments and directories go is decided by the pure
+//     snapshot.ChangelogLedger (events in, actions out; its scripts are the
+//     specification); changelog.go carries out its actions.
 //
 // Every local file operation goes through Options.FS (pebble's vfs.FS), and
 // time comes from Options.Clock, so tests inject local-disk errors and

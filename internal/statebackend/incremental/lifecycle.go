@@ -130,7 +130,11 @@ func (l *Lifecycle) NotifyAborted(id int64) {
 // Restore loads the incremental handles into the backend; workDir is a
 // directory of the backend's own, on the same device as its database.
 func (l *Lifecycle) Restore(ctx context.Context, from Source, handles []checkpoint.KeyedStateHandle, workDir string) (RestoreStats, error) {
-	return l.inc.restore(ctx, from, handles, workDir, l.b.RestoreNative, l.b.ReplayChangelog)
+	st, err := l.inc.restore(ctx, from, handles, workDir, l.b.RestoreNative, l.b.ReplayChangelog)
+	if err == nil && l.cl != nil {
+		l.cl.restored(l.inc.base())
+	}
+	return st, err
 }
 
 // Close stops a background materialization and removes the local files

@@ -95,6 +95,17 @@ func TestChangelogLogFailureStartsOver(t *testing.T) {
 		t.Fatalf("checkpoint 4 lists %d segments, want the new log's 1", h4.Changelog)
 	}
 
+	// Every materialization's local directory went once it was uploaded;
+	// the log's directory holds the open segment and those the last
+	// checkpoint refers to only.
+	local := filepath.Join(dir, "local", "op-0")
+	if names, err := vfs.Default.List(local); err != nil || len(names) != 1 || names[0] != "changelog" {
+		t.Errorf("local directory %s holds %v (%v); want the changelog only", local, names, err)
+	}
+	if segs, err := vfs.Default.List(filepath.Join(local, "changelog")); err != nil || len(segs) != 2 {
+		t.Errorf("changelog directory holds %v (%v); want the segment checkpoint 4 lists and the open one", segs, err)
+	}
+
 	rdir := t.TempDir()
 	b2 := newIncTestBackend(t, filepath.Join(rdir, "b"), groups)
 	if _, err := newRestorer(t, b2, rdir, groups).Restore(ctx, Source{ID: 4, Store: store, Dir: "job/chk-4"},

@@ -69,6 +69,10 @@ type Options struct {
 	// that measure what incremental checkpoints upload apart from
 	// compactions: reads slow down as files pile up. Default: false.
 	DisableCompactions bool
+	// EventListener, when set (tests), is told of the database's flushes,
+	// compactions and the tables they create; every database the backend
+	// opens gets its own copy. Default: nil.
+	EventListener *pebble.EventListener
 }
 
 // Option is an optional setting of a state, given to its constructor.
@@ -175,6 +179,10 @@ func (o *Options) dbOptions(cache *pebble.Cache, readOnly bool) *pebble.Options 
 		// filters let a read skip the files without the key.
 		LBaseMaxBytes:               lBaseMaxBytes,
 		DisableAutomaticCompactions: o.DisableCompactions,
+	}
+	if o.EventListener != nil {
+		l := *o.EventListener // pebble fills in the functions left nil
+		opts.EventListener = &l
 	}
 	for i := range opts.TargetFileSizes {
 		opts.TargetFileSizes[i] = targetFileSize
