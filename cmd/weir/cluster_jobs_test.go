@@ -872,3 +872,26 @@ func TestClusterRunDetachesAndCancel(t *testing.T) {
 		t.Fatalf("exit %d; stderr:\n%s", code, run2.stderr.String())
 	}
 }
+
+// TestClusterRunJobManagerLost: weir run following a job whose JobManager
+// dies gives up after --jobmanager-timeout, non-zero, saying so.
+func TestClusterRunJobManagerLost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real weir processes")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	c := startCluster(t, 1, 2)
+	args := []string{"run", "wordcount", "--repeat-rate", "1000", "--output", filepath.Join(dir, "out"), "--parallelism", "2",
+		"--checkpoint-interval", "200ms", "--checkpoint-dir", filepath.Join(dir, "ck"), "--jobmanager", c.rpc, "--jobmanager-timeout", "1s"}
+	run, _ := startRole(t, nil, args, `submitted to the JobManager`)
+	waitLine(t, run, `is RUNNING`, 30*time.Second)
+	c.jm.cmd.Process.Kill()
+	killed := time.Now()
+	code := exitCode(t, run, 20*time.Second, "weir run after its JobManager died")
+	last := lastLine([]byte(run.stderr.String()))
+	if code == 0 || !strings.Contains(last, "lost job wordcount: the JobManager has not reported it for 1s") {
+		t.Fatalf("exit %d, last line %q", code, last)
+	}
+	t.Logf("gave up %v after the JobManager died", time.Since(killed).Round(time.Millisecond))
+}
