@@ -404,7 +404,7 @@ func TestClusterRunBadInput(t *testing.T) {
 		{"bad flag value", wordCountArgs(input, filepath.Join(dir, "o3"), ck, "--jobmanager", c.rpc, "--state-backend", "rocks"), `--state-backend is "rocks": use heap or pebble`},
 		{"no shared checkpoint storage", []string{"run", "wordcount", "--input", input, "--output", filepath.Join(dir, "o4"), "--jobmanager", c.rpc}, "checkpoint storage"},
 		{"checkpoints in memory", wordCountArgs(input, filepath.Join(dir, "o5"), "memory://x", "--jobmanager", c.rpc), "memory"},
-		{"local REST API flag", wordCountArgs(input, filepath.Join(dir, "o6"), ck, "--jobmanager", c.rpc, "--rest-address", "127.0.0.1:0"), "--rest-address serves the REST API of a job run here"},
+		{"local REST API flag", wordCountArgs(input, filepath.Join(dir, "o6"), ck, "--jobmanager", c.rpc, "--rest-address", "127.0.0.1:0"), "--rest-address is for a job run here, without --jobmanager"},
 		{"the JobManager from the config file", wordCountArgs(input, filepath.Join(dir, "o10"), ck, "--config", cfg), "weir run takes the JobManager from --jobmanager only"},
 		{"half TLS", wordCountArgs(input, filepath.Join(dir, "o7"), ck, "--jobmanager", c.rpc, "--tls-cert", "x.pem"), "--tls-cert, --tls-key and --tls-ca go together"},
 	} {

@@ -104,7 +104,7 @@ func newJobCommand(spec jobSpec) *cobra.Command {
 			return fn.run(cmd)
 		}
 		if len(localGiven) > 0 {
-			return fmt.Errorf("--%s serves the REST API of a job run here: a job on a cluster is served by the JobManager's REST API (weir jobmanager --rest-address); leave it out", localGiven[0])
+			return fmt.Errorf("--%s is for a job run here, without --jobmanager: on a cluster the JobManager serves the REST API (weir jobmanager --rest-address) and the TaskManagers run the tasks; leave it out", localGiven[0])
 		}
 		return submitJob(cmd, spec, sf)
 	}
