@@ -2,6 +2,7 @@ package weir_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -61,11 +62,43 @@ func newCluster(t *testing.T, opts weir.Options, slotsEach int, build func(env *
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { node.Close() })
-		c.workers = append(c.workers, deploy.NewLocalWorker(id, mk(), node, opts.Logger))
+		c.workers = append(c.workers, wireWorker{t, deploy.NewLocalWorker(id, mk(), node, opts.Logger)})
 		c.slots = append(c.slots, deploy.Slots{Worker: id, DataAddress: node.Addr(), Free: slotsEach})
 	}
 	return c
 }
+
+// wireWorker hands its worker the requests as another process gets them:
+// through encoding/json, so without the open stores (a restore and a
+// trigger name theirs by URL only) and without error values.
+type wireWorker struct {
+	t testing.TB
+	deploy.Worker
+}
+
+func wire[T any](t testing.TB, v T) T {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Errorf("%T does not travel: %v", v, err)
+		return v
+	}
+	var out T
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Errorf("%T does not travel back: %v", v, err)
+		return v
+	}
+	return out
+}
+
+func (w wireWorker) Deploy(ctx context.Context, req jobmaster.DeployRequest, plan deploy.Plan, p deploy.Placement, l jobmaster.Listener) ([]jobmaster.TaskInfo, error) {
+	return w.Worker.Deploy(ctx, wire(w.t, req), wire(w.t, plan), wire(w.t, p), l)
+}
+
+func (w wireWorker) TriggerCheckpoint(req jobmaster.TriggerRequest) {
+	w.Worker.TriggerCheckpoint(wire(w.t, req))
+}
+
+func (w wireWorker) Cancel(req jobmaster.CancelRequest) { w.Worker.Cancel(wire(w.t, req)) }
 
 // Place implements deploy.Scheduler: Spread over the workers' slots.
 func (c *cluster) Place(ctx context.Context, plan deploy.Plan, attempt int) (deploy.Placement, []deploy.Worker, error) {
@@ -441,5 +474,33 @@ func TestDeployableRefusals(t *testing.T) {
 	}
 	if got := len(sink.Results()); got != 10 {
 		t.Fatalf("one worker: %d records, want 10", got)
+	}
+}
+
+// TestTwoWorkersCancel: cancelling a job that runs on two workers (their
+// requests through encoding/json) ends it as cancelled, not failed: no
+// restart, and Run returns the cancellation.
+func TestTwoWorkersCancel(t *testing.T) {
+	opts := weir.Options{Parallelism: 2, Restart: "fixed-delay:attempts=3,delay=10ms"}
+	opts.Checkpointing.Interval = 20 * time.Millisecond
+	opts.Checkpointing.Storage = "file://" + t.TempDir()
+	var tap atomic.Int64
+	c := newCluster(t, opts, 1, func(env *weir.Environment) {
+		spBuild(env, spIndexes(1_000_000, 2000), 2, collect.New[string](), &tap)
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	_, done := c.start(t, ctx)
+	spWait(t, "records on both workers", 20*time.Second, func() bool { return tap.Load() > 200 })
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run = %v, want the cancellation", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the job did not end after its cancel")
+	}
+	if strings.Contains(c.logs.String(), "restarting") {
+		t.Fatalf("the cancel restarted the job:\n%s", c.logs.String())
 	}
 }

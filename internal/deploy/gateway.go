@@ -59,8 +59,11 @@ type attempt struct {
 	dead      bool                  // the deploy failed: nothing more is passed on
 	cancelled bool                  // the JobMaster cancelled the attempt
 	stale     bool                  // a later attempt was deployed
-	done      chan struct{}         // closed once every deployed worker ended after dead
-	sentEnd   bool
+	// failedFirst: the first TaskFailed came before the JobMaster's
+	// Cancel (else it is the cancel's consequence).
+	failedFirst bool
+	done        chan struct{} // closed once every deployed worker ended after dead
+	sentEnd     bool
 }
 
 var _ jobmaster.TaskGateway = (*gateway)(nil)
@@ -254,6 +257,7 @@ func (wl workerListener) Report(r jobmaster.Report) {
 		first := a.failure == nil
 		if first {
 			a.failure = &r
+			a.failedFirst = !a.cancelled
 		}
 		passing, cancelled := a.passingLocked(), a.cancelled || a.dead
 		a.mu.Unlock()
@@ -315,7 +319,8 @@ func (wl workerListener) Report(r jobmaster.Report) {
 func (a *attempt) passingLocked() bool { return !a.dead && !a.stale }
 
 // merged is the attempt's one AttemptEnded. A worker that ended without
-// an error adds nothing. When every worker that ended with an error was
+// an error adds nothing. When the JobMaster cancelled the attempt before
+// any task failed, it was cancelled. When every worker that ended with an error was
 // cancelled, the attempt was cancelled (with the first cancellation's
 // error); otherwise it failed, with the first TaskFailed's error or else
 // the first error that is no cancellation. a.mu is held.
@@ -335,6 +340,17 @@ func (a *attempt) merged() jobmaster.AttemptEnded {
 				failed = &e
 			}
 		}
+	}
+	if a.cancelled && !a.failedFirst && (failed != nil || cancelled != nil) {
+		// The JobMaster cancelled the attempt and nothing failed before:
+		// a cancellation, also when the workers' errors came from another
+		// process as text (no longer context.Canceled).
+		e := cancelled
+		if e == nil {
+			e = failed
+		}
+		end.Err, end.Error, end.Cancellation = e.Err, e.Error, true
+		return end
 	}
 	switch {
 	case failed != nil:

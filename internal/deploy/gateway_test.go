@@ -339,3 +339,36 @@ func TestGatewayRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestGatewayCancelAcrossProcesses: workers whose cancellation errors
+// arrive as text (not context.Canceled, as from another process) still
+// end the attempt as a cancellation when the JobMaster cancelled it; a
+// failure before the cancel stays a failure.
+func TestGatewayCancelAcrossProcesses(t *testing.T) {
+	for _, failFirst := range []bool{false, true} {
+		a, b := &fakeWorker{id: "a"}, &fakeWorker{id: "b"}
+		plan, sched := twoWorkerSetup(a, b)
+		g := NewGateway(plan, sched, nil)
+		l := &jm{}
+		if _, err := g.Deploy(context.Background(), jobmaster.DeployRequest{Attempt: 1}, l); err != nil {
+			t.Fatal(err)
+		}
+		if failFirst {
+			a.report(jobmaster.TaskFailed{Attempt: 1, Error: "boom"})
+		}
+		g.Cancel(jobmaster.CancelRequest{Attempt: 1, Reason: "context canceled"})
+		if !failFirst {
+			a.report(jobmaster.TaskFailed{Attempt: 1, Error: "context canceled"})
+		}
+		a.report(jobmaster.AttemptEnded{Attempt: 1, Error: "context canceled"})
+		b.report(jobmaster.AttemptEnded{Attempt: 1, Error: "context canceled"})
+		got := l.got()
+		wantEnd := `ended 1 err="context canceled" cancellation=true`
+		if failFirst {
+			wantEnd = `ended 1 err="boom" cancellation=false`
+		}
+		if got[len(got)-1] != wantEnd {
+			t.Errorf("failure first %v: reports %q, want the last %q", failFirst, got, wantEnd)
+		}
+	}
+}
