@@ -388,6 +388,8 @@ func TestClusterRunBadInput(t *testing.T) {
 	_, tokenRPC, _ := startJobManager(t, "--cluster-token", "right")
 	dead := freeAddr(t)
 	ck := filepath.Join(dir, "ck")
+	cfg := filepath.Join(dir, "weir.yaml")
+	os.WriteFile(cfg, []byte("jobmanager.rpc.address: 127.0.0.1\njobmanager.rpc.port: 6123\n"), 0o644)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -402,7 +404,8 @@ func TestClusterRunBadInput(t *testing.T) {
 		{"bad flag value", wordCountArgs(input, filepath.Join(dir, "o3"), ck, "--jobmanager", c.rpc, "--state-backend", "rocks"), `--state-backend is "rocks": use heap or pebble`},
 		{"no shared checkpoint storage", []string{"run", "wordcount", "--input", input, "--output", filepath.Join(dir, "o4"), "--jobmanager", c.rpc}, "checkpoint storage"},
 		{"checkpoints in memory", wordCountArgs(input, filepath.Join(dir, "o5"), "memory://x", "--jobmanager", c.rpc), "memory"},
-		{"local REST API flag", wordCountArgs(input, filepath.Join(dir, "o6"), ck, "--jobmanager", c.rpc, "--rest-address", "127.0.0.1:0"), "--rest-address serves the REST API of a job run here"},
+		{"local REST API flag", wordCountArgs(input, filepath.Join(dir, "o6"), ck, "--jobmanager", c.rpc, "--rest-address", "127.0.0.1:0"), "--rest-address is for a job run here, without --jobmanager"},
+		{"the JobManager from the config file", wordCountArgs(input, filepath.Join(dir, "o10"), ck, "--config", cfg), "weir run takes the JobManager from --jobmanager only"},
 		{"half TLS", wordCountArgs(input, filepath.Join(dir, "o7"), ck, "--jobmanager", c.rpc, "--tls-cert", "x.pem"), "--tls-cert, --tls-key and --tls-ca go together"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -868,4 +871,27 @@ func TestClusterRunDetachesAndCancel(t *testing.T) {
 	if code := exitCode(t, run2, 30*time.Second, "weir run of a cancelled job"); code == 0 || !strings.Contains(lastLine([]byte(run2.stderr.String())), "job wordcount (wordcount) was cancelled") {
 		t.Fatalf("exit %d; stderr:\n%s", code, run2.stderr.String())
 	}
+}
+
+// TestClusterRunJobManagerLost: weir run following a job whose JobManager
+// dies gives up after --jobmanager-timeout, non-zero, saying so.
+func TestClusterRunJobManagerLost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real weir processes")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	c := startCluster(t, 1, 2)
+	args := []string{"run", "wordcount", "--repeat-rate", "1000", "--output", filepath.Join(dir, "out"), "--parallelism", "2",
+		"--checkpoint-interval", "200ms", "--checkpoint-dir", filepath.Join(dir, "ck"), "--jobmanager", c.rpc, "--jobmanager-timeout", "1s"}
+	run, _ := startRole(t, nil, args, `submitted to the JobManager`)
+	waitLine(t, run, `is RUNNING`, 30*time.Second)
+	c.jm.cmd.Process.Kill()
+	killed := time.Now()
+	code := exitCode(t, run, 20*time.Second, "weir run after its JobManager died")
+	last := lastLine([]byte(run.stderr.String()))
+	if code == 0 || !strings.Contains(last, "lost job wordcount: the JobManager has not reported it for 1s") {
+		t.Fatalf("exit %d, last line %q", code, last)
+	}
+	t.Logf("gave up %v after the JobManager died", time.Since(killed).Round(time.Millisecond))
 }

@@ -87,8 +87,14 @@ func newJobCommand(spec jobSpec) *cobra.Command {
 			}
 		}
 		if cfg := fl.Lookup("config"); cfg != nil {
+			given := fl.Changed("jobmanager")
 			if err := applyConfig(cmd, cfg.Value.String()); err != nil {
 				return err
+			}
+			// Without --jobmanager weir run is local mode, whatever
+			// the file says.
+			if !given && fl.Changed("jobmanager") {
+				return fmt.Errorf("--config %s sets jobmanager.rpc.address or .port: weir run takes the JobManager from --jobmanager only (without it the job runs here); leave the key out of the file, or give --jobmanager", cfg.Value.String())
 			}
 		}
 		if sf.jobmanager == "" {
@@ -98,7 +104,7 @@ func newJobCommand(spec jobSpec) *cobra.Command {
 			return fn.run(cmd)
 		}
 		if len(localGiven) > 0 {
-			return fmt.Errorf("--%s serves the REST API of a job run here: a job on a cluster is served by the JobManager's REST API (weir jobmanager --rest-address); leave it out", localGiven[0])
+			return fmt.Errorf("--%s is for a job run here, without --jobmanager: on a cluster the JobManager serves the REST API (weir jobmanager --rest-address) and the TaskManagers run the tasks; leave it out", localGiven[0])
 		}
 		return submitJob(cmd, spec, sf)
 	}
