@@ -184,21 +184,34 @@ func proxy(t *testing.T, upstream string, limit int64) string {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	conns := make(chan net.Conn, 2)
+	t.Cleanup(func() {
+		ln.Close()
+		for len(conns) > 0 {
+			(<-conns).Close()
+		}
+		wg.Wait()
+	})
 	wg.Go(func() {
 		down, err := ln.Accept()
 		if err != nil {
 			return
 		}
+		conns <- down
 		up, err := net.Dial("tcp", upstream)
 		if err != nil {
 			down.Close()
 			return
 		}
-		wg.Go(func() { io.Copy(up, down); up.Close() })
+		conns <- up
+		wg.Go(func() { io.Copy(up, down); up.Close(); down.Close() })
 		io.CopyN(down, up, limit)
-		down.Close()
-		up.Close()
+		// Half-close: the consumer reads the limit's bytes and then EOF. A
+		// full close with the consumer's credit frames unread would reset
+		// the connection, and the reset can discard those bytes before the
+		// consumer reads them. The consumer then closes its end, which ends
+		// the copy above and closes the producer's connection.
+		down.(*net.TCPConn).CloseWrite()
 	})
 	return ln.Addr().String()
 }
