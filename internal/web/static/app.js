@@ -289,6 +289,13 @@ function overviewPage() {
   const root = el("div", {},
     el("h1", { text: "Jobs" }),
     el("div", { class: "cards", id: "cluster" }),
+    el("section", { class: "panel", id: "jobmanagers", hidden: true },
+      el("h2", {}, "JobManagers", el("span", { class: "muted", id: "ha-summary" })),
+      el("div", { class: "table-wrap" }, el("table", { id: "jobmanagers-table" },
+        el("thead", {}, el("tr", {},
+          el("th", { text: "Role" }), el("th", { text: "Name" }), el("th", { text: "RPC address" }),
+          el("th", { text: "REST" }), el("th", { class: "num", text: "Since" }))),
+        el("tbody", { id: "jobmanagers-body" })))),
     el("section", { class: "panel" },
       el("h2", {}, "All jobs", el("span", { class: "muted", id: "jobs-count" })),
       el("div", { class: "table-wrap" }, el("table", { id: "jobs-table" },
@@ -313,6 +320,7 @@ function overviewPage() {
         card("Failed", overview["jobs-failed"], "", overview["jobs-failed"] > 0 ? "bad" : ""),
         card("TaskManagers", overview.taskmanagers),
         card("Slots", `${overview["slots-available"]}/${overview["slots-total"]}`, "available / total"));
+      fillJobManagers(overview["high-availability"]);
       $("jobs-count").textContent = `${jobs.jobs.length} job${jobs.jobs.length === 1 ? "" : "s"}`;
       // Running jobs first, then the most recent (as Flink's overview).
       const ended = (j) => ["FINISHED", "CANCELED", "FAILED"].includes(j.state);
@@ -333,6 +341,27 @@ function overviewPage() {
       fill("jobs-body", rows.length ? rows : el("tr", {}, el("td", { colspan: 8, class: "empty-note", text: "No jobs yet." })));
     },
   };
+}
+
+// fillJobManagers shows the leader and the standbys of a JobManager with
+// high availability (GET /overview's "high-availability"); the panel stays
+// hidden without it.
+function fillJobManagers(ha) {
+  $("jobmanagers").hidden = !ha;
+  if (!ha) return;
+  $("ha-summary").textContent = ` ${ha.type}, cluster ${ha["cluster-id"]}, leadership revision ${ha["leader-revision"]}` +
+    (ha["fenced-writes"] > 0 ? `, ${ha["fenced-writes"]} fenced writes` : "") +
+    (ha["failed-writes"] > 0 ? `, ${ha["failed-writes"]} failed writes` : "");
+  const row = (role, m) => el("tr", { "data-role": role, "data-name": m.name },
+    el("td", {}, el("span", { class: `badge ${role === "leader" ? "RUNNING" : "CREATED"}`, text: role })),
+    el("td", { class: "mono", text: m.name }),
+    el("td", { class: "mono", text: m["rpc-address"] }),
+    el("td", {}, m["rest-url"] ? el("a", { href: m["rest-url"], text: m["rest-url"] }) : "–"),
+    el("td", { class: "num", text: fmtTime(m.since) }));
+  const rows = [];
+  if (ha.leader && ha.leader.name) rows.push(row("leader", ha.leader));
+  for (const s of ha.standbys || []) rows.push(row("standby", s));
+  fill("jobmanagers-body", rows.length ? rows : el("tr", {}, el("td", { colspan: 5, class: "empty-note", text: "No leader elected." })));
 }
 
 function card(label, value, sub, cls) {
