@@ -21,6 +21,7 @@ import (
 
 	"github.com/weirstream/weir/internal/cluster"
 	"github.com/weirstream/weir/internal/config"
+	"github.com/weirstream/weir/internal/metrics/promexport"
 	"github.com/weirstream/weir/internal/network"
 	"github.com/weirstream/weir/internal/rest"
 )
@@ -133,7 +134,7 @@ TaskManagers and the jobs (/taskmanagers, /jobs). See docs/cluster.md.`,
 				if restToken == "" {
 					restToken = envToken(os.Stderr)
 				}
-				srv, err = rest.New(jm, rest.Options{Address: a, Token: restToken, Logger: log})
+				srv, err = rest.New(jm, rest.Options{Address: a, Token: restToken, Logger: log, Handlers: jobManagerMetrics(jm)})
 				if err != nil {
 					return fmt.Errorf("--rest-address: %w", err)
 				}
@@ -324,4 +325,21 @@ func serveTaskManagerMetrics(addr string, tm *cluster.TaskManager, node *network
 		srv.Close()
 		<-done
 	}, "http://" + ln.Addr().String() + "/metrics", nil
+}
+
+// jobManagerMetrics serves the JobManager's Prometheus /metrics on its REST
+// address, as Flink's JobManager reports them: each job's checkpoint
+// figures and numRestarts (the tasks' figures are on each TaskManager's
+// --metrics-address).
+func jobManagerMetrics(jm *cluster.JobManager) map[string]http.Handler {
+	reg := promexport.New(func() []promexport.Job {
+		var out []promexport.Job
+		for _, j := range jm.Jobs() {
+			if pj, ok := j.(promexport.Job); ok {
+				out = append(out, pj)
+			}
+		}
+		return out
+	})
+	return map[string]http.Handler{"GET /metrics": reg.Handler()}
 }

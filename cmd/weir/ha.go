@@ -318,7 +318,7 @@ func lead(ctx context.Context, client *ha.Client, l *ha.Leadership, jmOpts clust
 	}
 	var srv *rest.Server
 	if restAddr != "" && !strings.EqualFold(restAddr, "off") {
-		srv, err = rest.New(haJobManager{JobManager: jm, client: client, lead: l}, rest.Options{Address: restAddr, Token: restToken, Logger: log})
+		srv, err = rest.New(haJobManager{JobManager: jm, client: client, lead: l}, rest.Options{Address: restAddr, Token: restToken, Logger: log, Handlers: jobManagerMetrics(jm)})
 		if err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/weirstream/weir/internal/cluster/pb"
 	"github.com/weirstream/weir/internal/deploy"
 	"github.com/weirstream/weir/internal/jobmaster"
+	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/rest"
 	"github.com/weirstream/weir/internal/storage"
 )
@@ -34,6 +35,7 @@ type jobRun struct {
 	jm        *JobManager
 	id, name  string
 	args      []string
+	metrics   *metrics.Job // empty: the tasks run on the TaskManagers
 	plan      deploy.Plan
 	master    *jobmaster.JobMaster
 	mopts     jobmaster.Options
@@ -130,7 +132,8 @@ func (jm *JobManager) submit(ctx context.Context, name string, args []string, re
 		mopts.JobID = newID(name + "-")
 	}
 	run := &jobRun{jm: jm, id: mopts.JobID, name: name, args: slices.Clone(args), plan: job.Plan(),
-		submitted: jm.opts.Now(), done: make(chan struct{}), state: rest.JobCreated}
+		submitted: jm.opts.Now(), done: make(chan struct{}), state: rest.JobCreated,
+		metrics: metrics.NewJob(mopts.JobID, name)}
 	// The probe: TaskManagers that cannot read it do not share the storage.
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -394,6 +397,12 @@ var _ rest.Job = (*jobRun)(nil)
 
 // ID implements rest.Job.
 func (r *jobRun) ID() string { return r.id }
+
+// Metrics are the job's runtime figures as the JobManager holds them: none
+// of its tasks (those are on the TaskManagers' /metrics), so that the
+// JobManager's /metrics carries the job's checkpoint figures and
+// numRestarts (promexport.Job).
+func (r *jobRun) Metrics() *metrics.Job { return r.metrics }
 
 // Name implements rest.Job.
 func (r *jobRun) Name() string { return r.name }

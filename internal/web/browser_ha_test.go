@@ -52,7 +52,7 @@ func TestBrowserHighAvailability(t *testing.T) {
 	}
 	url2 := serve(t, plain)
 	b.do(t, "open a dashboard without HA", chromedp.Navigate(url2+"/"))
-	b.waitFor(t, "the overview is filled", `document.getElementById("cluster").children.length > 0`)
+	b.waitFor(t, "the overview is filled", `document.getElementById("cluster")?.children.length > 0`)
 	if !evaluate[bool](t, b, `document.getElementById("jobmanagers").hidden`) {
 		t.Error("the JobManagers panel shows without high availability")
 	}
