@@ -6,7 +6,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -180,6 +182,20 @@ func TestClusterWordCountSameAsLocal(t *testing.T) {
 			len(missing), missing[:min(len(missing), 5)], len(extra), extra[:min(len(extra), 5)])
 	}
 	checkWordCountOutput(t, clusterOut, want)
+	// The JobManager's /metrics carries the job's checkpoint figures and
+	// numRestarts, as Flink's JobManager reports them.
+	resp, err := http.Get(c.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, w := range []string{`weir_jobmanager_job_numRestarts{job_id="wordcount"`, `weir_jobmanager_job_numberOfCompletedCheckpoints{job_id="wordcount"`} {
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), w) {
+			t.Errorf("JobManager /metrics: status %d, lacks %q:\n%s", resp.StatusCode, w, body)
+			break
+		}
+	}
 	// Both TaskManagers ran a part of it.
 	for i, p := range c.tms {
 		if !strings.Contains(p.stderr.String(), "wordcount") {
