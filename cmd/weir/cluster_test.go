@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -383,34 +382,10 @@ func TestClusterPartition(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real weir processes")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for ip netns")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs ip(8)")
-	}
+	needNetns(t)
 	t.Parallel()
-	n := os.Getpid() % 250
-	ns, host, peer := fmt.Sprintf("weirpart%d", os.Getpid()), fmt.Sprintf("wvh%d", os.Getpid()), fmt.Sprintf("wvp%d", os.Getpid())
-	hostIP, peerIP := fmt.Sprintf("10.231.%d.1", n), fmt.Sprintf("10.231.%d.2", n)
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	ip("netns", "add", ns)
-	t.Cleanup(func() {
-		exec.Command("ip", "link", "del", host).Run()
-		exec.Command("ip", "netns", "del", ns).Run()
-	})
-	ip("link", "add", host, "type", "veth", "peer", "name", peer)
-	ip("link", "set", peer, "netns", ns)
-	ip("addr", "add", hostIP+"/30", "dev", host)
-	ip("link", "set", host, "up")
-	ip("netns", "exec", ns, "ip", "addr", "add", peerIP+"/30", "dev", peer)
-	ip("netns", "exec", ns, "ip", "link", "set", peer, "up")
-	ip("netns", "exec", ns, "ip", "link", "set", "lo", "up")
+	v := newVethNamespace(t, 51)
+	hostIP, peerIP := v.hostIP, v.peerIP
 
 	// Not loopback addresses: the cluster token is required.
 	jm, got := startRole(t, nil, []string{"jobmanager", "--rpc-address", hostIP + ":0", "--rest-address", "127.0.0.1:0",
@@ -418,12 +393,12 @@ func TestClusterPartition(t *testing.T) {
 		`JobManager RPC on (\S+)`, `REST API on (http\S+)`)
 	rpc, url := got[0], got[1]
 	args := []string{"taskmanager", "--jobmanager", rpc, "--cluster-token", "part", "--data-address", peerIP + ":0"}
-	_, got = startRoleCmd(t, exec.Command("ip", append([]string{"netns", "exec", ns, os.Args[0]}, args...)...), nil, args,
+	_, got = startRoleCmd(t, v.cmd(args...), nil, args,
 		`TaskManager (\S+) with`, `msg=registered`)
 	id := got[0]
 	waitTaskManagers(t, url, "registered across the veth", func(m map[string]rest.TaskManagerEntry) bool { _, ok := m[id]; return ok })
 
-	ip("link", "set", host, "down")
+	v.cut()
 	d := waitTaskManagers(t, url, "the partitioned TaskManager is dropped", func(m map[string]rest.TaskManagerEntry) bool { return len(m) == 0 })
 	t.Logf("partitioned TaskManager dropped after %v", d)
 	if d < 700*time.Millisecond {
@@ -432,6 +407,6 @@ func TestClusterPartition(t *testing.T) {
 	if log := jm.stderr.String(); !strings.Contains(log, "heartbeat timeout") {
 		t.Errorf("the JobManager's log does not say why:\n%s", log)
 	}
-	ip("link", "set", host, "up")
+	v.heal()
 	waitTaskManagers(t, url, "registered again after the partition healed", func(m map[string]rest.TaskManagerEntry) bool { _, ok := m[id]; return ok })
 }
