@@ -210,7 +210,7 @@ func TestClusterWordCountSameAsLocal(t *testing.T) {
 	if code != 0 || id != "wordcount" {
 		t.Fatalf("detached: exit %d, stdout %q\nstderr %s", code, stdout, stderr)
 	}
-	st := waitJob(t, c.client(""), id, time.Minute, func(s cluster.JobStatus) bool { return jobTerminal(s.State) })
+	st := waitJob(t, c.client(""), id, time.Minute, func(s cluster.JobStatus) bool { return s.Terminal() })
 	if st.State != "FINISHED" {
 		t.Fatalf("detached job ended %+v\n%s", st, c.logs())
 	}
@@ -875,7 +875,7 @@ func TestClusterRunDetachesAndCancel(t *testing.T) {
 	if err := cl.Cancel(ctx, "wordcount"); err != nil {
 		t.Fatal(err)
 	}
-	st := waitJob(t, cl, "wordcount", 30*time.Second, func(s cluster.JobStatus) bool { return jobTerminal(s.State) })
+	st := waitJob(t, cl, "wordcount", 30*time.Second, func(s cluster.JobStatus) bool { return s.Terminal() })
 	if st.State != "CANCELED" {
 		t.Fatalf("after Cancel: %+v", st)
 	}

@@ -103,10 +103,10 @@ func (f *haFlags) taskManager(opts *cluster.TaskManagerOptions, log *slog.Logger
 	var addrs []string
 	for _, a := range strings.Split(opts.JobManager, ",") {
 		a = strings.TrimSpace(a)
-		if _, _, err := net.SplitHostPort(a); err != nil {
+		host, _, err := net.SplitHostPort(a)
+		if err != nil {
 			return fmt.Errorf("--jobmanager: %q is not host:port (give the JobManagers' RPC addresses, comma-separated, such as 127.0.0.1:6123,127.0.0.1:6124)", a)
 		}
-		host, _, _ := net.SplitHostPort(a)
 		if opts.Token == "" && !cluster.IsLoopback(host) {
 			return fmt.Errorf("--jobmanager: %s is not a loopback address, so a cluster token is required: set --cluster-token (or %s)", a, clusterTokenEnv)
 		}

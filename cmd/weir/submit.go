@@ -292,11 +292,6 @@ func flatLine(s string) string {
 // followPoll is how often weir run asks for a submitted job's status.
 var followPoll = 100 * time.Millisecond
 
-// jobTerminal: a job in this state has ended for good.
-func jobTerminal(state string) bool {
-	return state == "FINISHED" || state == "FAILED" || state == "CANCELED"
-}
-
 // statusSource is the part of *cluster.Client that followJob uses.
 type statusSource interface {
 	Status(ctx context.Context, jobID string) (cluster.JobStatus, error)
@@ -330,7 +325,7 @@ func followJob(ctx context.Context, c statusSource, id string, w io.Writer, time
 			silentSince = time.Time{}
 			reportProgress(w, last, st)
 			last = st
-			if jobTerminal(st.State) {
+			if st.Terminal() {
 				return st, nil
 			}
 		}

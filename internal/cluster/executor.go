@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/weirstream/weir/internal/checkpoint"
@@ -36,8 +36,6 @@ type executor struct {
 	jobs   map[string]*tmJob // by job id
 	stores map[string]storage.Store
 	wg     sync.WaitGroup // deployments in progress
-
-	rejected atomic.Int64
 }
 
 // tmJob is one job with tasks on this TaskManager.
@@ -219,7 +217,6 @@ func (ex *executor) command(c *pb.JobManagerCommand) {
 }
 
 func (ex *executor) drop(c *pb.JobManagerCommand, why error) {
-	ex.rejected.Add(1)
 	ex.tm.rejected.Add(1)
 	ex.log.Debug("dropping a command of the JobManager", "job", c.JobId, "attempt", c.Attempt, "why", why)
 }
@@ -270,7 +267,7 @@ func (ex *executor) start(c *pb.JobManagerCommand, d *pb.DeployTasks) ([]jobmast
 	ex.mu.Lock()
 	j := ex.jobs[c.JobId]
 	ex.mu.Unlock()
-	if j == nil || j.name != d.JobName || !slicesEqual(j.args, d.Args) {
+	if j == nil || j.name != d.JobName || !slices.Equal(j.args, d.Args) {
 		job, err := tm.opts.Jobs.Job(d.JobName, d.Args)
 		if err != nil {
 			return nil, fmt.Errorf("TaskManager %s cannot build job %s: %w", me, d.JobName, err)
@@ -381,18 +378,6 @@ func checkpointKind(k int32) checkpoint.Kind {
 		return checkpoint.KindSavepoint
 	}
 	return checkpoint.KindCheckpoint
-}
-
-func slicesEqual(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // upListener sends one attempt's reports up the task stream.

@@ -1,6 +1,7 @@
 package ha
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -68,18 +69,11 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Name == "" {
 		host, _ := os.Hostname()
-		o.Name = fmt.Sprintf("%s-%d", cmpOr(host, "jobmanager"), os.Getpid())
+		o.Name = fmt.Sprintf("%s-%d", cmp.Or(host, "jobmanager"), os.Getpid())
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // Validate reports the first invalid field.
@@ -273,9 +267,7 @@ func (l *Leadership) Proclaim(ctx context.Context, info LeaderInfo) error {
 		return fmt.Errorf("high availability: proclaim: %v", describe(err))
 	}
 	l.info = info
-	if b, err := json.Marshal(info); err == nil {
-		l.c.cli.Put(ctx, l.c.keys.Member(info.Name), string(b), clientv3.WithLease(l.session.Lease()))
-	}
+	l.c.cli.Put(ctx, l.c.keys.Member(info.Name), string(val), clientv3.WithLease(l.session.Lease()))
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/keygroup"
 )
 
 // Channel state is what an unaligned checkpoint stores besides operator
@@ -407,7 +408,7 @@ func RedistributeChannelState[T any](chans []RestoredChannel[T], r RescaleRule[T
 				if kg < 0 || kg >= r.MaxParallelism {
 					return nil, nil, fmt.Errorf("channel state of edge %s: a record's key group is %d, want 0..%d", r.Edge, kg, r.MaxParallelism-1)
 				}
-				c := kg * r.Consumers / r.MaxParallelism
+				c := keygroup.SubtaskFor(kg, r.MaxParallelism, r.Consumers)
 				recs[c], ts[c] = append(recs[c], rec), append(ts[c], t)
 			case graph.Broadcast:
 				for c := ch.Handle.Consumer; c < r.Consumers; c += ch.Handle.Consumers {
@@ -446,7 +447,6 @@ func b2i(b bool) int {
 // TimedBarrier is an aligned barrier with a timeout queued by one writer
 // for each of its targets.
 type TimedBarrier struct {
-	id    int64
 	due   chan struct{} // closed at the deadline (by a timer)
 	timer *time.Timer
 	slots []barrierSlot
@@ -467,8 +467,8 @@ const (
 	slotConverted
 )
 
-func newTimedBarrier(id int64, deadline time.Time, targets int) *TimedBarrier {
-	tb := &TimedBarrier{id: id, due: make(chan struct{}), slots: make([]barrierSlot, targets), done: make(chan struct{})}
+func newTimedBarrier(deadline time.Time, targets int) *TimedBarrier {
+	tb := &TimedBarrier{due: make(chan struct{}), slots: make([]barrierSlot, targets), done: make(chan struct{})}
 	for i := range tb.slots {
 		tb.slots[i].tb = tb
 	}
@@ -540,7 +540,7 @@ func (w *RecordWriter[T]) SendTimed(ev Event, deadline time.Time) *TimedBarrier 
 		w.Broadcast(ev)
 		return nil
 	}
-	tb := newTimedBarrier(ev.ID, deadline, len(w.targets))
+	tb := newTimedBarrier(deadline, len(w.targets))
 	w.timed, w.timedEv, w.timedSent, w.timedConverted = tb, ev, 0, false
 	for i := range w.targets {
 		w.flush(i) // may convert, when the deadline passes while it waits

@@ -30,8 +30,7 @@ import (
 // they are, and barriers with their options (kind, store URL and
 // directory) in the event's payload, so that the consumer side builds its
 // BarrierOptions without the producer's process: its store is opened from
-// the URL through the exchange's StoreCache (or found there when this
-// process registered it). The task loop is unchanged.
+// the URL through the exchange's StoreCache. The task loop is unchanged.
 //
 // Local mode's Exchange "tcp" (NewNetExchange, Bridge) puts both halves of
 // every channel in one process, on a node that dials itself; a worker of a

@@ -31,16 +31,3 @@ func (c *StoreCache) Open(url string) (storage.Store, error) {
 	c.stores[url] = st
 	return st, nil
 }
-
-// Put makes st the store of its URL (a store this process already has
-// open, such as a test's store or a private memory store).
-func (c *StoreCache) Put(st storage.Store) {
-	if st == nil {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.stores[st.URL()]; !ok {
-		c.stores[st.URL()] = st
-	}
-}
