@@ -216,7 +216,7 @@ func TestClusterHeartbeatTimeout(t *testing.T) {
 	if d < 700*time.Millisecond {
 		t.Errorf("dropped after %v, before the 1s timeout", d)
 	}
-	if log := jm.stderr.String(); !strings.Contains(log, "heartbeat timeout") {
+	if log, ok := stderrContains(jm, "heartbeat timeout", 5*time.Second); !ok {
 		t.Errorf("the JobManager's log does not say why:\n%s", log)
 	}
 	tm.cmd.Process.Signal(syscall.SIGCONT)
@@ -404,9 +404,23 @@ func TestClusterPartition(t *testing.T) {
 	if d < 700*time.Millisecond {
 		t.Errorf("dropped after %v, before the 1s heartbeat timeout", d)
 	}
-	if log := jm.stderr.String(); !strings.Contains(log, "heartbeat timeout") {
+	if log, ok := stderrContains(jm, "heartbeat timeout", 5*time.Second); !ok {
 		t.Errorf("the JobManager's log does not say why:\n%s", log)
 	}
 	v.heal()
 	waitTaskManagers(t, url, "registered again after the partition healed", func(m map[string]rest.TaskManagerEntry) bool { _, ok := m[id]; return ok })
+}
+
+// stderrContains waits up to timeout for p's stderr to contain want (its
+// lines arrive through a pipe, a moment after what the REST API already
+// shows) and returns what it holds then.
+func stderrContains(p *roleProc, want string, timeout time.Duration) (string, bool) {
+	deadline := time.Now().Add(timeout)
+	for {
+		log := p.stderr.String()
+		if strings.Contains(log, want) || time.Now().After(deadline) {
+			return log, strings.Contains(log, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
