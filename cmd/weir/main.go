@@ -10,22 +10,6 @@
 //	weir list | info | cancel | checkpoint | savepoint | stop | checkpoints [--jobmanager URL]
 package main
 
-import (
-	"errors"
-	"fmt"
-	"os"
-)
+import "github.com/weirstream/weir/cli"
 
-func main() {
-	if err := newRootCommand().Execute(); err != nil {
-		var ee exitError
-		if errors.As(err, &ee) {
-			if ee.msg != "" {
-				fmt.Fprintln(os.Stderr, ee.msg)
-			}
-			os.Exit(ee.code)
-		}
-		fmt.Fprintln(os.Stderr, "weir:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main() }

@@ -76,7 +76,7 @@ func (jm *JobManager) SubmitJob(ctx context.Context, name string, args []string)
 }
 
 // JobHA makes the job service highly available (JobManagerOptions.HA;
-// cmd/weir keeps it in etcd with internal/ha): the jobs submitted are
+// package cli keeps it in etcd with internal/ha): the jobs submitted are
 // recorded, their JobMasters keep the checkpoint id counter and the
 // completed checkpoints there, and a job is forgotten once it ended for
 // good. Called from the job service's goroutines, concurrently.

@@ -29,6 +29,7 @@ const module = "github.com/weirstream/weir"
 // backends and storage.
 var layers = map[string]int{
 	"cmd":      100,
+	"cli":      100, // the command line behind cmd/weir and users' own mains (cli.Main)
 	"examples": 100,
 	"bench":    100,
 	"nexmark":  100,
