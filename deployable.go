@@ -235,9 +235,6 @@ func (d *deployable) checkPlacement(self string, p deploy.Placement) error {
 	if strings.HasPrefix(strings.TrimSpace(url), "memory:") {
 		return fmt.Errorf("weir: job %q: checkpoint storage %q is the memory of one process, but the job runs on %d workers: a cluster needs storage that every process reaches (a shared file system path or s3://)", d.name, url, len(p.Workers))
 	}
-	if d.opts.Checkpointing.Unaligned {
-		return fmt.Errorf("weir: job %q: unaligned checkpoints are not supported on more than one worker yet (the barrier cannot overtake the network queues); turn Options.Checkpointing.Unaligned off", d.name)
-	}
 	return nil
 }
 

@@ -137,8 +137,8 @@ func runHarnessWith(t *testing.T, seed uint64, backend string, base storage.Stor
 		opts.Checkpointing.Changelog = weir.ChangelogOptions{Enabled: true, MaterializationInterval: time.Nanosecond}
 	}
 	unaligned := strings.HasPrefix(backend, "heap-unaligned")
-	if unaligned { // unaligned checkpoints (unaligned_test.go), heap state
-		opts.StateBackend, opts.Exchange = "heap", "local"
+	if unaligned { // unaligned checkpoints (unaligned_test.go), heap state; over TCP with WEIR_EXCHANGE=tcp (make test's TCP slice)
+		opts.StateBackend = "heap"
 		opts.Checkpointing.Unaligned = true
 		if backend == "heap-unaligned-timeout" {
 			opts.Checkpointing.AlignedTimeout = time.Duration(1+rng.IntN(3)) * time.Millisecond

@@ -348,8 +348,6 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("weir: Options.Checkpointing.Unaligned needs Mode ExactlyOnce: at-least-once checkpoints do not align, so there is nothing for the barrier to overtake")
 	case c.Unaligned && c.MaxConcurrent != 1:
 		return fmt.Errorf("weir: Options.Checkpointing.Unaligned needs MaxConcurrent 1 (now %d), as in Flink: the channel state of one checkpoint would hold the barriers of the next", c.MaxConcurrent)
-	case c.Unaligned && o.Exchange == "tcp":
-		return fmt.Errorf("weir: Options.Checkpointing.Unaligned is not supported with Options.Exchange \"tcp\" (or WEIR_EXCHANGE=tcp) yet: the barrier cannot overtake the network queues; use Exchange \"local\"")
 	}
 	return nil
 }

@@ -31,7 +31,8 @@ const (
 	// BarrierAnnouncement announces barrier ID (with its Timestamp and
 	// AlignedTimeoutMs), queued behind data, ahead of that data, so that
 	// the consumer can switch to an unaligned snapshot before the barrier
-	// reaches the head of the queue. In process only.
+	// reaches the head of the queue. Over the network it travels as a
+	// priority event.
 	BarrierAnnouncement
 )
 
@@ -68,6 +69,15 @@ type Event struct {
 	// slot, on an aligned barrier with a timeout queued for one target,
 	// tells its producer that the consumer took it (channelstate.go).
 	slot *barrierSlot
+	// priority: an unaligned barrier or an announcement put at the head of
+	// a bridged channel's queue, which its network pump sends as a
+	// priority event (netexchange.go); net receives the records it
+	// overtook in the network's queues (output state). inflight, on a
+	// barrier a receiving pump moved ahead of records received and not yet
+	// consumed, holds copies of those records (input state).
+	priority bool
+	net      *netSlot
+	inflight any
 }
 
 // envelope is one element of a channel's queue: a batch of records, or an
@@ -90,6 +100,32 @@ type Channel[T any] struct {
 	// ended: the end of partition was queued (a network pump then sends
 	// what is queued even after the attempt's stop).
 	ended atomic.Bool
+	// bridged: a network pump reads the queue (Send); prio counts the
+	// priority envelopes put at its head and not yet taken, and prioBell
+	// wakes the pump when one is put there while it waits for the network.
+	bridged  bool
+	prio     atomic.Int32
+	prioBell chan struct{}
+}
+
+// putPriority puts env, an unaligned barrier or an announcement, in the
+// queue, which the caller has just drained: at its head. On a bridged
+// channel it marks it for the pump and wakes the pump (before the drained
+// envelopes go back behind it, so that a pump waiting for the network
+// takes it even while the queue is full).
+func (c *Channel[T]) putPriority(env envelope[T], done <-chan struct{}) (waited int64, ok bool) {
+	if c.bridged {
+		env.ev.priority = true
+	}
+	waited, ok = c.send(env, done)
+	if ok && c.bridged {
+		c.prio.Add(1)
+		select {
+		case c.prioBell <- struct{}{}:
+		default:
+		}
+	}
+	return waited, ok
 }
 
 // ChannelStats are a channel's counters, read concurrently by metrics.
@@ -217,6 +253,10 @@ type Input[T any] struct {
 	rec         *channelRecorder[T]
 	recovered   []T
 	recoveredTS []int64
+	// inflight holds the records a receiving network pump overtook with
+	// barrier inflightID: input state of that checkpoint.
+	inflight   *inflightRecords[T]
+	inflightID int64
 }
 
 // bindMetrics makes the input count its records in m (see Task).
@@ -237,6 +277,10 @@ func (in *Input[T]) Poll() (Event, bool, bool) {
 		if env.recs == nil {
 			if env.ev.slot != nil {
 				env.ev.slot.taken()
+			}
+			if env.ev.inflight != nil {
+				in.inflight, _ = env.ev.inflight.(*inflightRecords[T])
+				in.inflightID = env.ev.ID
 			}
 			return env.ev, true, true
 		}

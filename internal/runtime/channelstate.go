@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"cmp"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -154,9 +155,9 @@ type ChannelStateInput interface {
 	StartRecording()
 	// StopRecording stops it, keeping what was recorded.
 	StopRecording()
-	// TakeRecording returns what was recorded (nil for nothing) and
-	// forgets it.
-	TakeRecording() ChannelData
+	// TakeRecording returns what was recorded for checkpoint id (nil for
+	// nothing) and forgets it.
+	TakeRecording(id int64) ChannelData
 	// ReplayRecovered delivers the restored input state to the operator.
 	ReplayRecovered()
 }
@@ -208,13 +209,26 @@ func (in *Input[T]) StopRecording() {
 	}
 }
 
-// TakeRecording implements ChannelStateInput.
-func (in *Input[T]) TakeRecording() ChannelData {
+// TakeRecording implements ChannelStateInput: the batches recorded, then
+// the records a network pump overtook with the barrier of id (received
+// before it, consumed after it).
+func (in *Input[T]) TakeRecording(id int64) ChannelData {
 	if in.rec == nil {
 		return nil
 	}
 	in.rec.enabled = false
+	if f := in.inflight; f != nil && in.inflightID == id {
+		in.rec.appendCopy(f.recs, f.ts)
+	}
+	in.inflight = nil
 	return in.rec.take()
+}
+
+// inflightRecords are copies of records received from the network and not
+// yet consumed when an unaligned barrier overtook them at the receiver.
+type inflightRecords[T any] struct {
+	recs []T
+	ts   []int64
 }
 
 // ReplayRecovered implements ChannelStateInput.
@@ -265,7 +279,11 @@ func (w *RecordWriter[T]) Overtake(ev Event) []ChannelData {
 		queued := w.drain(i)
 		rec := &channelRecorder[T]{codec: w.codec, handle: w.handles[i]}
 		rec.grow(queuedRecords(queued) + len(w.bufs[i]))
-		w.sendPriority(i, envelope[T]{ev: ev})
+		e := ev
+		if w.targets[i].bridged {
+			e.net = newNetSlot()
+		}
+		w.sent(w.targets[i].putPriority(envelope[T]{ev: e}, w.done))
 		for _, env := range queued {
 			if env.recs != nil {
 				rec.appendCopy(env.recs, env.ts)
@@ -278,12 +296,86 @@ func (w *RecordWriter[T]) Overtake(ev Event) []ChannelData {
 		if b := w.bufs[i]; len(b) > 0 {
 			rec.appendCopy(b, w.tss[i])
 		}
-		if d := rec.take(); d != nil {
+		if e.net != nil {
+			out = append(out, &pendingOutput[T]{slot: e.net, rec: rec})
+		} else if d := rec.take(); d != nil {
 			out = append(out, d)
 		}
 	}
 	return out
 }
+
+// netSlot receives, from a bridged channel's pump, the records an
+// unaligned barrier overtook in the network's queues (netexchange.go).
+type netSlot struct {
+	done chan struct{}
+	recs any // []T
+	ts   []int64
+	err  error
+}
+
+func newNetSlot() *netSlot { return &netSlot{done: make(chan struct{})} }
+
+func (s *netSlot) resolve(recs any, ts []int64, err error) {
+	s.recs, s.ts, s.err = recs, ts, err
+	close(s.done)
+}
+
+// pendingOutput is the output state of a bridged channel: the records the
+// barrier overtook in the network (known once the pump sent it) before
+// those it overtook in the channel's queue and the writer (rec).
+type pendingOutput[T any] struct {
+	slot *netSlot
+	rec  *channelRecorder[T]
+	data ChannelData
+}
+
+// wait waits for the pump and builds the channel's data (nil when the
+// barrier overtook nothing).
+func (p *pendingOutput[T]) wait(ctx context.Context) error {
+	select {
+	case <-p.slot.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if p.slot.err != nil {
+		return fmt.Errorf("channel state of %s: %w", p.rec.handle.Edge, p.slot.err)
+	}
+	all := &channelRecorder[T]{codec: p.rec.codec, handle: p.rec.handle}
+	if recs, _ := p.slot.recs.([]T); len(recs) > 0 {
+		all.appendCopy(recs, p.slot.ts)
+	}
+	all.appendCopy(p.rec.recs, p.rec.ts)
+	p.data = all.take()
+	return nil
+}
+
+func (p *pendingOutput[T]) Handle() checkpoint.ChannelStateHandle { return p.data.Handle() }
+func (p *pendingOutput[T]) Len() int                              { return p.data.Len() }
+func (p *pendingOutput[T]) AppendTo(dst []byte) []byte            { return p.data.AppendTo(dst) }
+
+// resolveChannelData waits for the parts of data that bridged channels'
+// pumps complete and drops what turned out empty.
+func resolveChannelData(ctx context.Context, data []ChannelData) ([]ChannelData, error) {
+	out := data[:0:0]
+	for _, d := range data {
+		if w, ok := d.(interface {
+			wait(context.Context) error
+			isEmpty() bool
+		}); ok {
+			if err := w.wait(ctx); err != nil {
+				return nil, err
+			}
+			if w.isEmpty() {
+				continue
+			}
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func (p *pendingOutput[T]) isEmpty() bool { return p.data == nil }
 
 // queuedRecords counts the records of envs.
 func queuedRecords[T any](envs []envelope[T]) int {
@@ -298,7 +390,7 @@ func queuedRecords[T any](envs []envelope[T]) int {
 func (w *RecordWriter[T]) Announce(ev Event) {
 	for i := range w.targets {
 		queued := w.drain(i)
-		w.sendPriority(i, envelope[T]{ev: ev})
+		w.sent(w.targets[i].putPriority(envelope[T]{ev: ev}, w.done))
 		for _, env := range queued {
 			w.sendPriority(i, env)
 		}
@@ -629,9 +721,14 @@ func (w *RecordWriter[T]) sendConverted(i int, ev Event, before, after []envelop
 			rec.appendCopy(env.recs, env.ts)
 		}
 	}
-	w.timed.slots[i].resolve(slotConverted, rec.take())
 	ev.slot, ev.Unaligned, ev.AlignedTimeoutMs = nil, true, 0
-	w.sendPriority(i, envelope[T]{ev: ev})
+	if w.targets[i].bridged {
+		ev.net = newNetSlot()
+		w.timed.slots[i].resolve(slotConverted, &pendingOutput[T]{slot: ev.net, rec: rec})
+	} else {
+		w.timed.slots[i].resolve(slotConverted, rec.take())
+	}
+	w.sent(w.targets[i].putPriority(envelope[T]{ev: ev}, w.done))
 	for _, env := range before {
 		w.sendPriority(i, env)
 	}
@@ -649,3 +746,11 @@ func (w *RecordWriter[T]) Due() <-chan struct{} {
 }
 
 var _ TimedWriter = (*RecordWriter[int])(nil)
+
+// appendRecordsCopy appends recs (with ts, nil for none) to dst and dts,
+// which stays nil until a record has a timestamp.
+func appendRecordsCopy[T any](dst []T, dts []int64, recs []T, ts []int64) ([]T, []int64) {
+	r := channelRecorder[T]{recs: dst, ts: dts}
+	r.appendCopy(recs, ts)
+	return r.recs, r.ts
+}

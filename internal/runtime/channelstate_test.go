@@ -94,14 +94,14 @@ func TestInputRecording(t *testing.T) {
 	in.StopRecording()
 	send(4)
 	in.Poll()
-	d := in.TakeRecording()
+	d := in.TakeRecording(1)
 	if !slices.Equal(seen, []int{-2, -1, 0, 1, 2, 3, 4}) {
 		t.Fatalf("delivered %v", seen)
 	}
 	if d == nil || d.Len() != 2 {
 		t.Fatalf("recording %v: want the 2 records read while recording", d)
 	}
-	if in.TakeRecording() != nil {
+	if in.TakeRecording(1) != nil {
 		t.Fatal("the recording was handed over twice")
 	}
 }

@@ -225,7 +225,7 @@ func (t *Task) channelStateDone(id int64) {
 	var in []ChannelData
 	for _, ic := range t.cfg.Inputs {
 		if cs, ok := ic.(ChannelStateInput); ok {
-			if d := cs.TakeRecording(); d != nil {
+			if d := cs.TakeRecording(id); d != nil {
 				in = append(in, d)
 			}
 		}
@@ -242,7 +242,7 @@ func (t *Task) abortPending(id int64) {
 	}
 	for _, ic := range t.cfg.Inputs {
 		if cs, ok := ic.(ChannelStateInput); ok {
-			cs.TakeRecording()
+			cs.TakeRecording(id)
 		}
 	}
 	close(p.abort)
@@ -594,7 +594,11 @@ func (t *Task) performCheckpoint(b Event, firstBarrierAt int64, alignmentMs int6
 					return
 				}
 			}
-			if len(data) > 0 {
+			if data, err = resolveChannelData(a.ctx, data); err != nil && a.ctx.Err() != nil {
+				release()
+				return
+			}
+			if err == nil && len(data) > 0 {
 				err = t.addChannelState(a.ctx, b.Options, &ack, data)
 			}
 		}

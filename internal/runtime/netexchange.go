@@ -122,11 +122,115 @@ func Send[T any](x *Exchange, name string, c codec.Codec[T], capacity int, done 
 		return nil, err
 	}
 	src := NewChannel[T](capacity, make(chan struct{}, 1), nil)
+	src.bridged, src.prioBell = true, make(chan struct{}, 1)
 	var finished atomic.Bool
 	pumped := make(chan struct{})
+	// toNet is the network event of env's event.
+	toNet := func(e Event) (network.Event, error) {
+		ev := network.Event{Kind: network.EventKind(e.Kind), ID: e.ID, Timestamp: e.Timestamp, Unaligned: e.Unaligned, AlignedTimeoutMs: e.AlignedTimeoutMs}
+		if (e.Kind == Barrier || e.Kind == BarrierAnnouncement) && e.Options != nil {
+			x.mu.Lock()
+			x.opts[e.ID] = e.Options
+			x.mu.Unlock()
+			p, err := encodeBarrierOptions(e.Options)
+			if err != nil {
+				x.log.Error("exchange: a barrier's options cannot cross the network", "channel", name, "checkpoint", e.ID, "err", err)
+				return ev, err
+			}
+			ev.Payload = p
+		}
+		return ev, nil
+	}
+	// priority sends an unaligned barrier or an announcement that the
+	// writer put at the head of src as a network priority event: it
+	// overtakes the buffers not sent yet (and the rest of a batch being
+	// written), whose records an unaligned barrier hands to its
+	// producer's checkpoint as output state.
+	priority := func(env envelope[T]) error {
+		src.prio.Add(-1)
+		ev, err := toNet(env.ev)
+		if err == nil {
+			var recs []T
+			var ts []int64
+			recs, ts, err = out.EmitPriority(ev, env.ev.net != nil)
+			if env.ev.net != nil {
+				env.ev.net.resolve(recs, ts, err)
+			}
+		} else if env.ev.net != nil {
+			env.ev.net.resolve(nil, nil, err)
+		}
+		return err
+	}
+	// stash holds what the hook took from src that was not a priority
+	// envelope (it follows the batch being written).
+	var stash []envelope[T]
+	var hookErr error
+	out.SetPriorityHook(src.prioBell, func() {
+		for hookErr == nil && len(stash) == 0 && src.prio.Load() > 0 {
+			select {
+			case env := <-src.queue:
+				if env.recs == nil && env.ev.priority {
+					hookErr = priority(env)
+				} else {
+					stash = append(stash, env)
+				}
+			default:
+				return
+			}
+		}
+	})
+	// handle sends env; false ends the pump.
+	handle := func(env envelope[T]) bool {
+		if env.recs != nil {
+			err := out.Write(env.recs, env.ts)
+			src.recycle(env)
+			return err == nil && hookErr == nil
+		}
+		if env.ev.priority {
+			return priority(env) == nil
+		}
+		if env.ev.slot != nil {
+			// A timed barrier leaves the writer's queue: it can no
+			// longer be converted there.
+			env.ev.slot.taken()
+		}
+		ev, err := toNet(env.ev)
+		if err != nil {
+			return false
+		}
+		if err := out.Emit(ev); err != nil {
+			return false
+		}
+		if env.ev.Kind == EndOfPartition {
+			finished.Store(true)
+			return false
+		}
+		return true
+	}
 	send := func() {
 		defer close(pumped)
+		defer func() {
+			// Barriers the pump will not send: their checkpoints fail
+			// rather than wait.
+			for {
+				select {
+				case env := <-src.queue:
+					if env.ev.net != nil {
+						env.ev.net.resolve(nil, nil, fmt.Errorf("network channel %s ended before the barrier was sent", name))
+					}
+				default:
+					return
+				}
+			}
+		}()
 		for {
+			for len(stash) > 0 {
+				env := stash[0]
+				stash = stash[1:]
+				if !handle(env) {
+					return
+				}
+			}
 			var env envelope[T]
 			select {
 			case env = <-src.queue:
@@ -137,31 +241,7 @@ func Send[T any](x *Exchange, name string, c codec.Codec[T], capacity int, done 
 					return
 				}
 			}
-			if env.recs != nil {
-				err := out.Write(env.recs, env.ts)
-				src.recycle(env)
-				if err != nil {
-					return
-				}
-				continue
-			}
-			ev := network.Event{Kind: network.EventKind(env.ev.Kind), ID: env.ev.ID, Timestamp: env.ev.Timestamp}
-			if env.ev.Kind == Barrier && env.ev.Options != nil {
-				x.mu.Lock()
-				x.opts[env.ev.ID] = env.ev.Options
-				x.mu.Unlock()
-				p, err := encodeBarrierOptions(env.ev.Options)
-				if err != nil {
-					x.log.Error("exchange: a barrier's options cannot cross the network", "channel", name, "checkpoint", env.ev.ID, "err", err)
-					return
-				}
-				ev.Payload = p
-			}
-			if err := out.Emit(ev); err != nil {
-				return
-			}
-			if env.ev.Kind == EndOfPartition {
-				finished.Store(true)
+			if !handle(env) {
 				return
 			}
 		}
@@ -200,39 +280,186 @@ func Receive[T any](x *Exchange, dst *Channel[T], addr, name string, c codec.Cod
 	if err != nil {
 		return err
 	}
+	// copyRecs is env for dst of a batch polled from the network.
+	copyRecs := func(recs []T, ts []int64) envelope[T] {
+		b := dst.batch(len(recs))
+		b = append(b, recs...)
+		env := envelope[T]{recs: b}
+		if ts != nil {
+			env.ts = append(dst.timestamps(len(ts)), ts...)
+		}
+		return env
+	}
+	event := func(ev network.Event) (Event, bool) {
+		e := Event{Kind: EventKind(ev.Kind), ID: ev.ID, Timestamp: ev.Timestamp, Unaligned: ev.Unaligned, AlignedTimeoutMs: ev.AlignedTimeoutMs}
+		if e.Kind == Barrier || e.Kind == BarrierAnnouncement {
+			opts, err := x.barrierOptions(ev)
+			if err != nil {
+				x.log.Error("exchange: cannot take a barrier's options", "channel", name, "peer", addr, "checkpoint", ev.ID, "err", err)
+				return e, false
+			}
+			e.Options = opts
+		}
+		return e, true
+	}
+	// wait waits for the channel; false: done.
+	wait := func() bool {
+		select {
+		case <-gate.Doorbell():
+			return true
+		case <-done:
+			return false
+		}
+	}
+	// pend is what the pump received and has not handed to dst yet.
+	var pend []envelope[T]
+	// takePriority hands the first priority event of the channel to the
+	// consumer ahead of everything received before it and not consumed
+	// (Flink's priority events at the input): those envelopes go behind
+	// it, and an unaligned barrier carries copies of their records, the
+	// consumer's input state. A record begun before the barrier and
+	// completed by the buffers its sender overtook is input state too.
+	takePriority := func(polled *network.Event) bool {
+		var list []envelope[T]
+		for {
+			select {
+			case env := <-dst.queue:
+				list = append(list, env)
+				continue
+			default:
+			}
+			break
+		}
+		list = append(list, pend...)
+		pend = nil
+		var pe network.Event
+		if polled != nil {
+			pe = *polled
+		}
+		for found := polled != nil; !found; {
+			what, recs, ts, ev, err := in.Poll()
+			switch {
+			case err != nil:
+				x.log.Warn("exchange: input channel failed", "channel", name, "peer", addr, "err", err)
+				return false
+			case what == network.Records:
+				list = append(list, copyRecs(recs, ts))
+			case what == network.Control && ev.Priority:
+				pe, found = ev, true
+			case what == network.Control:
+				e, ok := event(ev)
+				if !ok {
+					return false
+				}
+				list = append(list, envelope[T]{ev: e})
+			default:
+				if !wait() {
+					return false
+				}
+			}
+		}
+		var after []envelope[T]
+		unaligned := pe.Kind == network.Barrier
+		for unaligned && in.Partial() {
+			what, recs, ts, ev, err := in.Poll()
+			switch {
+			case err != nil:
+				x.log.Warn("exchange: input channel failed", "channel", name, "peer", addr, "err", err)
+				return false
+			case what == network.Records:
+				var t0 []int64
+				if ts != nil {
+					t0 = ts[:1]
+				}
+				list = append(list, copyRecs(recs[:1], t0))
+				if len(recs) > 1 {
+					var rest []int64
+					if ts != nil {
+						rest = ts[1:]
+					}
+					after = append(after, copyRecs(recs[1:], rest))
+				}
+			case what == network.Control:
+				e, ok := event(ev)
+				if !ok {
+					return false
+				}
+				after = append(after, envelope[T]{ev: e})
+			default:
+				if !wait() {
+					return false
+				}
+			}
+		}
+		e, ok := event(pe)
+		if !ok {
+			return false
+		}
+		if unaligned {
+			f := &inflightRecords[T]{}
+			for _, env := range list {
+				if env.recs != nil {
+					f.recs, f.ts = appendRecordsCopy(f.recs, f.ts, env.recs, env.ts)
+				}
+			}
+			if len(f.recs) > 0 {
+				e.inflight = f
+			}
+		}
+		// dst is empty but for what the consumer took meanwhile: room.
+		if _, ok := dst.send(envelope[T]{ev: e}, done); !ok {
+			return false
+		}
+		pend = append(list, after...)
+		return true
+	}
 	recv := func() {
 		for {
+			if in.PriorityQueued() > 0 {
+				if !takePriority(nil) {
+					return
+				}
+				continue
+			}
+			if len(pend) > 0 {
+				env := pend[0]
+				_, ok, woke := dst.sendOrWake(env, done, in.PriorityBell())
+				if !ok {
+					return
+				}
+				if woke {
+					continue
+				}
+				pend[0] = envelope[T]{}
+				pend = pend[1:]
+				if env.recs == nil && env.ev.Kind == EndOfPartition {
+					return
+				}
+				continue
+			}
 			what, recs, ts, ev, err := in.Poll()
 			switch {
 			case err != nil:
 				x.log.Warn("exchange: input channel failed", "channel", name, "peer", addr, "err", err)
 				return
 			case what == network.Records:
-				b := dst.batch(len(recs))
-				b = append(b, recs...)
-				env := envelope[T]{recs: b}
-				if ts != nil {
-					env.ts = append(dst.timestamps(len(ts)), ts...)
-				}
-				if _, ok := dst.send(env, done); !ok {
+				pend = append(pend, copyRecs(recs, ts))
+			case what == network.Control && ev.Priority:
+				// It arrived after the check above: what it overtakes
+				// is in dst.
+				if !takePriority(&ev) {
 					return
 				}
 			case what == network.Control:
-				e := Event{Kind: EventKind(ev.Kind), ID: ev.ID, Timestamp: ev.Timestamp}
-				if e.Kind == Barrier {
-					opts, err := x.barrierOptions(ev)
-					if err != nil {
-						x.log.Error("exchange: cannot take a barrier's options", "channel", name, "peer", addr, "checkpoint", ev.ID, "err", err)
-						return
-					}
-					e.Options = opts
-				}
-				if _, ok := dst.send(envelope[T]{ev: e}, done); !ok || e.Kind == EndOfPartition {
+				e, ok := event(ev)
+				if !ok {
 					return
 				}
+				pend = append(pend, envelope[T]{ev: e})
 			default:
 				select {
 				case <-gate.Doorbell():
+				case <-in.PriorityBell():
 				case <-done:
 					return
 				}
