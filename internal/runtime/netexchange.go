@@ -360,7 +360,7 @@ func Receive[T any](x *Exchange, dst *Channel[T], addr, name string, c codec.Cod
 		}
 		var after []envelope[T]
 		unaligned := pe.Kind == network.Barrier
-		for unaligned && in.Partial() {
+		for pending := unaligned && in.Partial(); pending; {
 			what, recs, ts, ev, err := in.Poll()
 			switch {
 			case err != nil:
@@ -372,6 +372,7 @@ func Receive[T any](x *Exchange, dst *Channel[T], addr, name string, c codec.Cod
 					t0 = ts[:1]
 				}
 				list = append(list, copyRecs(recs[:1], t0))
+				pending = false
 				if len(recs) > 1 {
 					var rest []int64
 					if ts != nil {
