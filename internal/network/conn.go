@@ -302,6 +302,9 @@ func (c *conn) gather(o *outChan, b *writeBatch) {
 		return
 	}
 	kind, it, backlog := o.box.Pop()
+	if it.sent != nil {
+		it.sent()
+	}
 	id := o.id
 	o.m.Credit.Store(int64(o.box.Credit()))
 	o.m.Backlog.Store(int64(backlog))

@@ -23,6 +23,7 @@ type outItem struct {
 	buf     []byte
 	partial int
 	ev      Event
+	sent    func() // EmitTracked's: called when the event goes on the wire
 }
 
 // outChan is the untyped part of an OutputChannel, shared with the
@@ -407,7 +408,13 @@ func (o *outChan) Flush() error {
 // Emit sends ev after every record written before it. An aligned barrier
 // (Barrier with Aligned) blocks the channel once sent, until the consumer
 // resumes it; after EndOfPartition the channel takes nothing more.
-func (o *outChan) Emit(ev Event) error {
+func (o *outChan) Emit(ev Event) error { return o.EmitTracked(ev, nil) }
+
+// EmitTracked is Emit that calls sent (when not nil; with the channel's
+// lock held, so it must be quick and call nothing of the channel) once ev
+// leaves the queue for the wire. An event ConvertQueued converted never
+// calls it.
+func (o *outChan) EmitTracked(ev Event, sent func()) error {
 	if ev.Kind < EndOfPartition || ev.Kind > maxEventKind {
 		return fmt.Errorf("network: channel %q: unknown event kind %d", o.name, ev.Kind)
 	}
@@ -428,7 +435,7 @@ func (o *outChan) Emit(ev Event) error {
 	if ev.Kind == EndOfPartition {
 		o.finished = true
 	}
-	o.box.Push(kind, outItem{ev: ev})
+	o.box.Push(kind, outItem{ev: ev, sent: sent})
 	o.notifyLocked()
 	return nil
 }
@@ -470,34 +477,15 @@ func (o *OutputChannel[T]) EmitPriority(ev Event, collect bool) (recs []T, ts []
 		o.notifyLocked()
 		return nil, nil, nil
 	}
-	d := recordDecoder[T]{c: o.enc.c}
-	skipping := true // the partial record of the first buffers
-	var derr error
-	take := func(buf []byte, partial int) {
-		if derr != nil {
-			return
-		}
-		if skipping {
-			if partial >= len(buf) && partial > 0 {
-				return // the record goes on in the next buffer
-			}
-			buf, skipping = buf[partial:], false
-		}
-		if derr = d.decode(buf); derr == nil {
-			r, t := d.batch()
-			recs, ts = appendRecords(recs, ts, r, t)
-		}
-	}
-	o.box.PushPriority(outItem{ev: ev}, func(k credit.Kind, it outItem) {
-		if k == credit.Data {
-			take(it.buf, it.partial)
-		}
-	})
+	var ov overtaken[T]
+	ov.d.c = o.enc.c
+	o.box.PushPriority(outItem{ev: ev}, ov.item)
 	if len(o.cur) > 0 {
-		take(o.cur, o.curPart)
+		ov.take(o.cur, o.curPart)
 	}
-	if derr != nil {
-		return nil, nil, fmt.Errorf("network: channel %q: decode the records a priority event overtook: %w", o.name, derr)
+	recs, ts = ov.recs, ov.ts
+	if ov.err != nil {
+		return nil, nil, fmt.Errorf("network: channel %q: decode the records a priority event overtook: %w", o.name, ov.err)
 	}
 	// What the decoder holds back is the start of the record Write is
 	// at, which is in hand.
@@ -510,6 +498,70 @@ func (o *OutputChannel[T]) EmitPriority(ev Event, collect bool) (recs []T, ts []
 	}
 	o.notifyLocked()
 	return recs, ts, nil
+}
+
+// ConvertQueued converts barrier id, sent with EmitTracked as an aligned
+// barrier with a timeout and still queued (its timeout passed): it goes
+// to the head as an unaligned priority event, and ConvertQueued returns
+// the records it overtook, in order (those whose first byte is queued
+// before it), which are the sender's output channel state. converted is
+// false when the barrier was sent already.
+func (o *OutputChannel[T]) ConvertQueued(id int64) (recs []T, ts []int64, converted bool, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err != nil {
+		return nil, nil, false, o.err
+	}
+	var ov overtaken[T]
+	ov.d.c = o.enc.c
+	converted = o.box.Prioritize(func(it outItem) (outItem, bool) {
+		if it.ev.Kind != Barrier || it.ev.ID != id || it.ev.AlignedTimeoutMs <= 0 {
+			return it, false
+		}
+		ev := it.ev
+		ev.Unaligned, ev.Priority, ev.AlignedTimeoutMs, ev.Aligned = true, true, 0, false
+		return outItem{ev: ev}, true
+	}, ov.item)
+	if !converted {
+		return nil, nil, false, nil
+	}
+	if ov.err != nil {
+		return nil, nil, true, fmt.Errorf("network: channel %q: decode the records a converted barrier overtook: %w", o.name, ov.err)
+	}
+	o.notifyLocked()
+	return ov.recs, ov.ts, true, nil
+}
+
+// overtaken decodes the records of the buffers a priority event overtook:
+// those whose first byte is in them.
+type overtaken[T any] struct {
+	d       recordDecoder[T]
+	started bool // past the end of the record the first buffers continue
+	recs    []T
+	ts      []int64
+	err     error
+}
+
+func (v *overtaken[T]) item(k credit.Kind, it outItem) {
+	if k == credit.Data {
+		v.take(it.buf, it.partial)
+	}
+}
+
+func (v *overtaken[T]) take(buf []byte, partial int) {
+	if v.err != nil {
+		return
+	}
+	if !v.started {
+		if partial >= len(buf) && partial > 0 {
+			return // the record goes on in the next buffer
+		}
+		buf, v.started = buf[partial:], true
+	}
+	if v.err = v.d.decode(buf); v.err == nil {
+		r, t := v.d.batch()
+		v.recs, v.ts = appendRecords(v.recs, v.ts, r, t)
+	}
 }
 
 // appendRecords appends recs (with ts, nil for none) to dst and dts, which

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -203,5 +204,77 @@ func TestPriorityEventFields(t *testing.T) {
 	}
 	if in.PriorityQueued() != 0 {
 		t.Fatalf("PriorityQueued = %d after polling everything", in.PriorityQueued())
+	}
+}
+
+// TestConvertQueued: an aligned barrier with a timeout still queued for
+// lack of credit is converted: it goes out first as an unaligned priority
+// event, its tracking callback is not called, and the records queued
+// before it are what it overtook; once sent, it is no longer converted.
+func TestConvertQueued(t *testing.T) {
+	o := Options{BufferSize: 256, ExclusiveBuffers: 2, FloatingBuffers: -1, SenderBuffers: 32}
+	prod := newNode(t, o, true)
+	cons := newNode(t, o, false)
+	out, err := NewOutput(prod, "c", codec.String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := cons.NewGate()
+	in, err := Subscribe(g, prod.Addr(), "c", codec.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := priorityRecords(40)
+	if err := out.Write(all[:30], nil); err != nil {
+		t.Fatal(err)
+	}
+	sent := 0
+	if err := out.EmitTracked(Event{Kind: Barrier, ID: 7, AlignedTimeoutMs: 10}, func() { sent++ }); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Write(all[30:], nil); err != nil {
+		t.Fatal(err)
+	}
+	for out.Metrics().BuffersOut.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	overtaken, _, converted, err := out.ConvertQueued(7)
+	if err != nil || !converted {
+		t.Fatalf("ConvertQueued = %v, %v", converted, err)
+	}
+	if _, _, again, _ := out.ConvertQueued(7); again {
+		t.Fatal("converted twice")
+	}
+	out.Emit(Event{Kind: EndOfPartition})
+	// The records behind the barrier were not overtaken: they followed it
+	// already. The consumer sees them after the overtaken ones.
+	checkOvertaken(t, g, in, all, append(slices.Clone(overtaken), all[30:]...))
+	if sent != 0 {
+		t.Fatalf("the converted barrier's tracking callback ran %d times", sent)
+	}
+
+	// A barrier sent before its timeout is not converted; its callback runs.
+	out2, err := NewOutput(prod, "c2", codec.String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in2, err := Subscribe(g, prod.Addr(), "c2", codec.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	sent2 := 0
+	out2.EmitTracked(Event{Kind: Barrier, ID: 8, AlignedTimeoutMs: 10}, func() { mu.Lock(); sent2++; mu.Unlock() })
+	out2.Emit(Event{Kind: EndOfPartition})
+	if _, err := drain(t, g, in2, ident, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, converted, _ := out2.ConvertQueued(8); converted {
+		t.Fatal("a barrier already sent was converted")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if sent2 != 1 {
+		t.Fatalf("tracking callback ran %d times, want 1", sent2)
 	}
 }

@@ -551,6 +551,9 @@ type barrierSlot struct {
 	tb    *TimedBarrier
 	state atomic.Int32 // slotQueued, slotTaken or slotConverted
 	data  ChannelData  // the output state of a conversion; nil for none
+	// wrap makes the output state of records ([]T) a network pump's
+	// conversion overtook (netexchange.go).
+	wrap func(recs any, ts []int64) ChannelData
 }
 
 const (
@@ -633,6 +636,18 @@ func (w *RecordWriter[T]) SendTimed(ev Event, deadline time.Time) *TimedBarrier 
 		return nil
 	}
 	tb := newTimedBarrier(deadline, len(w.targets))
+	for i := range tb.slots {
+		if w.targets[i].bridged {
+			h := w.handles[i]
+			tb.slots[i].wrap = func(recs any, ts []int64) ChannelData {
+				r := &channelRecorder[T]{codec: w.codec, handle: h}
+				if rs, _ := recs.([]T); len(rs) > 0 {
+					r.appendCopy(rs, ts)
+				}
+				return r.take()
+			}
+		}
+	}
 	w.timed, w.timedEv, w.timedSent, w.timedConverted = tb, ev, 0, false
 	for i := range w.targets {
 		w.flush(i) // may convert, when the deadline passes while it waits
@@ -694,7 +709,12 @@ func (w *RecordWriter[T]) convertAll() {
 		queued := w.drain(i)
 		at := slices.IndexFunc(queued, func(env envelope[T]) bool { return env.recs == nil && env.ev.slot == s })
 		if at < 0 {
-			s.resolve(slotTaken, nil)
+			// Taken by the consumer; on a bridged channel by its pump,
+			// which converts it in the network's queue or tells when it
+			// went on the wire.
+			if !w.targets[i].bridged {
+				s.resolve(slotTaken, nil)
+			}
 			for _, env := range queued {
 				w.sendPriority(i, env)
 			}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/checkpoint"
@@ -189,14 +190,36 @@ func Send[T any](x *Exchange, name string, c codec.Codec[T], capacity int, done 
 		if env.ev.priority {
 			return priority(env) == nil
 		}
-		if env.ev.slot != nil {
-			// A timed barrier leaves the writer's queue: it can no
-			// longer be converted there.
-			env.ev.slot.taken()
-		}
 		ev, err := toNet(env.ev)
 		if err != nil {
 			return false
+		}
+		if slot := env.ev.slot; slot != nil && env.ev.Kind == Barrier && ev.AlignedTimeoutMs > 0 {
+			// A timed barrier leaves the writer's queue for the
+			// network's: it is taken once it goes on the wire, and
+			// converted there if its timeout passes while it is still
+			// queued (Flink's output side of the aligned timeout).
+			id := ev.ID
+			convert := time.AfterFunc(time.Until(time.UnixMilli(ev.Timestamp+ev.AlignedTimeoutMs)), func() {
+				recs, ts, converted, err := out.ConvertQueued(id)
+				switch {
+				case err != nil:
+					slot.taken() // the channel failed: so does the job
+				case converted && slot.wrap != nil:
+					slot.resolve(slotConverted, slot.wrap(recs, ts))
+				case converted:
+					slot.resolve(slotConverted, nil)
+				}
+			})
+			if err := out.EmitTracked(ev, func() { convert.Stop(); slot.taken() }); err != nil {
+				convert.Stop()
+				slot.taken()
+				return false
+			}
+			return true
+		}
+		if env.ev.slot != nil {
+			env.ev.slot.taken()
 		}
 		if err := out.Emit(ev); err != nil {
 			return false

@@ -131,6 +131,108 @@ func recsOf(d ChannelData) []int {
 	return recs
 }
 
+// TestBridgeTimedBarrierConvertedInNetwork: an aligned barrier with a
+// timeout that its pump moved into the network's queue and that is still
+// queued there at the deadline (no credit) is converted there: it goes
+// out as an unaligned priority barrier, and the records it overtook are
+// the producer's output state of the checkpoint (TimedBarrier.Converted),
+// followed by the consumer's input state: exactly the records emitted
+// before it and consumed after it.
+func TestBridgeTimedBarrierConvertedInNetwork(t *testing.T) {
+	x, err := NewNetExchange(network.Options{BufferSize: 64, ExclusiveBuffers: 1, FloatingBuffers: -1, SenderBuffers: 64,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	doorbell := make(chan struct{}, 1)
+	dst := NewChannel[int](2, doorbell, nil)
+	src, err := Bridge(x, dst, codec.Int(), done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Start()
+	w := NewRecordWriter([]*Channel[int]{src}, WriterOptions[int]{Partitioner: graph.Forward, BatchSize: 4, Done: done})
+	w.SetChannelState(codec.Int(), []checkpoint.ChannelStateHandle{ChannelStateHandleFor("a->b/0", 0, 1, 0, 1, true)}, nil, nil)
+	const before, after = 600, 50
+	timed := make(chan *TimedBarrier, 1)
+	go func() {
+		for i := range before {
+			w.Emit(i, NoTimestamp)
+		}
+		w.Flush()
+		time.Sleep(10 * time.Millisecond) // the pump moves everything into the network's queue
+		now := time.Now()
+		timed <- w.SendTimed(Event{Kind: Barrier, ID: 1, Timestamp: now.UnixMilli(), AlignedTimeoutMs: 30}, now.Add(30*time.Millisecond))
+		for i := range after {
+			w.Emit(before+i, NoTimestamp)
+		}
+		for w.ConvertDue() {
+			time.Sleep(time.Millisecond)
+		}
+		w.Broadcast(Event{Kind: EndOfPartition})
+	}()
+	var got []int
+	in := NewInput(dst, Output[int](outputFunc(func(v int, _ int64) { got = append(got, v) })), nil)
+	in.SetChannelState(codec.Int(), ChannelStateHandleFor("a->b/0", 0, 1, 0, 1, false), nil, nil)
+	deadline := time.After(20 * time.Second)
+	barrierAt := -1
+	var inState ChannelData
+	for {
+		ev, isEvent, ok := in.Poll()
+		if ok && isEvent {
+			if ev.Kind == EndOfPartition {
+				break
+			}
+			if ev.Kind == Barrier {
+				if !ev.Unaligned {
+					t.Fatalf("barrier %+v arrived aligned: not converted", ev)
+				}
+				barrierAt = len(got)
+				inState = in.TakeRecording(1)
+			}
+			continue
+		}
+		if ok && barrierAt < 0 {
+			time.Sleep(2 * time.Millisecond)
+		}
+		if !ok {
+			select {
+			case <-doorbell:
+			case <-deadline:
+				t.Fatalf("timed out after %d records (barrier at %d)", len(got), barrierAt)
+			}
+		}
+	}
+	if barrierAt < 0 || !slices.Equal(got, seq(before+after)) {
+		t.Fatalf("consumer saw %d records (barrier at %d), want %d in order", len(got), barrierAt, before+after)
+	}
+	tb := <-timed
+	select {
+	case <-tb.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the timed barrier was neither taken nor converted")
+	}
+	outs, converted := tb.Converted()
+	if !converted || len(outs) != 1 {
+		t.Fatalf("Converted = %d channels, %v; want the network's conversion", len(outs), converted)
+	}
+	if _, ok := outs[0].(*channelData[int]); !ok {
+		t.Fatalf("output state %T: converted in the writer's queue, not in the network's", outs[0])
+	}
+	var state []int
+	if inState != nil {
+		state = append(state, recsOf(inState)...)
+	}
+	nIn := len(state)
+	state = append(state, recsOf(outs[0])...)
+	if want := seq(before)[barrierAt:]; !slices.Equal(state, want) {
+		t.Fatalf("channel state %v\nwant the records after the barrier's place %v", state, want)
+	}
+	t.Logf("barrier after %d of %d records: input state %d, output state %d (converted in the network's queue)", barrierAt, before, nIn, len(state)-nIn)
+}
+
 func seq(n int) []int {
 	s := make([]int, n)
 	for i := range s {

@@ -138,7 +138,7 @@ func TestOutbox(t *testing.T) {
 				}
 			case "prioritize":
 				n := intArg(t, td, "item", 0)
-				ok := o.Prioritize(func(v int) bool { return v == n }, n, func(k Kind, v int) { fmt.Fprintf(&b, "overtook #%d %s\n", v, k) })
+				ok := o.Prioritize(func(v int) (int, bool) { return v, v == n }, func(k Kind, v int) { fmt.Fprintf(&b, "overtook #%d %s\n", v, k) })
 				if !ok {
 					fmt.Fprintf(&b, "#%d is not queued\n", n)
 				}

@@ -111,17 +111,22 @@ func (o *Outbox[B]) PushPriority(v B, overtaken func(Kind, B)) {
 	o.prio++
 }
 
-// Prioritize moves the first queued event that match accepts (an aligned
-// barrier whose timeout passed while it was still queued) to the head as a
-// priority event, replacing its value by to, and calls overtaken with each
-// item before it, in order. It reports false, changing nothing, when no
-// queued event matches: the event was sent already.
-func (o *Outbox[B]) Prioritize(match func(B) bool, to B, overtaken func(Kind, B)) bool {
+// Prioritize moves the first queued event that convert accepts (an
+// aligned barrier whose timeout passed while it was still queued) to the
+// head as a priority event, behind the priority events queued before it,
+// with the value convert returns, and calls overtaken (when not nil) with
+// each item it overtook, in order. It reports false, changing nothing,
+// when convert accepts no queued event: the event was sent already.
+func (o *Outbox[B]) Prioritize(convert func(B) (B, bool), overtaken func(Kind, B)) bool {
 	at := -1
+	var to B
 	for i := o.prio; i < o.n; i++ {
 		it := o.items[(o.head+i)%len(o.items)]
-		if it.kind != Data && match(it.val) {
-			at = i
+		if it.kind == Data {
+			continue
+		}
+		if v, ok := convert(it.val); ok {
+			at, to = i, v
 			break
 		}
 	}
