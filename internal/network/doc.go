@@ -44,9 +44,13 @@
 //     buffer is already granted: memory is bounded at both ends,
 //     (channels × ExclusiveBuffers + FloatingBuffers) × BufferSize per
 //     gate and SenderBuffers × BufferSize per output channel.
-//   - Events never overtake the data written before them. An aligned
-//     barrier blocks its channel at the sender until the consumer calls
-//     Resume, so a receiver never buffers data during alignment.
+//   - Events sent with Emit never overtake the data written before them.
+//     An aligned barrier blocks its channel at the sender until the
+//     consumer calls Resume, so a receiver never buffers data during
+//     alignment. A priority event (EmitPriority, ConvertQueued: an
+//     unaligned barrier, a barrier announcement) overtakes every buffer
+//     not sent yet, and reports the records it overtook; it arrives behind
+//     what was sent before it, with Event.Priority set.
 //   - A broken connection, a malformed frame or a consumer's cancel fails
 //     the affected channels with an error naming the channel and the peer
 //     address; a stranger, another version, a wrong token or certificate is
