@@ -499,6 +499,16 @@ func TestUnalignedBenchmark(t *testing.T) {
 			}
 			st, _ := job.Checkpoint(id)
 			durs = append(durs, st.Duration)
+			if os.Getenv("WEIR_UNALIGNED_BENCH_TIMELINE") != "" {
+				// Where the time goes: trigger -> first barrier at each
+				// task (start delay) -> ack (sync, alignment, async).
+				var line []string
+				for _, s := range st.Subtasks {
+					line = append(line, fmt.Sprintf("%s: barrier +%v, align %v, sync %v, async %v, ack +%v",
+						s.Task, s.StartDelay, s.Alignment, s.Sync.Round(time.Microsecond), s.Async.Round(time.Microsecond), s.AckTime.Sub(st.TriggerTime).Round(time.Millisecond)))
+				}
+				t.Logf("%s checkpoint %d, %v: %s", mode, id, st.Duration, strings.Join(line, "; "))
+			}
 			persisted += st.PersistedData
 			if st.Unaligned {
 				unaligned++

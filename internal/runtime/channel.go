@@ -197,6 +197,29 @@ func (c *Channel[T]) sendOrWake(env envelope[T], done, wake <-chan struct{}) (wa
 	return waited, true, false
 }
 
+// trySend enqueues env if the queue has room, without waiting.
+func (c *Channel[T]) trySend(env envelope[T]) bool {
+	select {
+	case c.queue <- env:
+		c.sent(env)
+		return true
+	default:
+		return false
+	}
+}
+
+// sent does what follows a send: note the end of partition, ring the
+// consumer's doorbell.
+func (c *Channel[T]) sent(env envelope[T]) {
+	if env.recs == nil && env.ev.Kind == EndOfPartition {
+		c.ended.Store(true)
+	}
+	select {
+	case c.doorbell <- struct{}{}:
+	default:
+	}
+}
+
 // batch returns an empty batch with room for n records, recycled if possible.
 func (c *Channel[T]) batch(n int) []T {
 	select {

@@ -261,10 +261,18 @@ func (w *RecordWriter[T]) drain(i int) []envelope[T] {
 		select {
 		case env := <-q:
 			out = append(out, env)
+			continue
 		default:
-			return out
 		}
+		break
 	}
+	// The backlog follows what is queued.
+	if w.backlog != nil && len(w.backlog[i]) > 0 {
+		out = append(out, w.backlog[i]...)
+		clear(w.backlog[i])
+		w.backlog[i] = w.backlog[i][:0]
+	}
+	return out
 }
 
 // Overtake implements ChannelStateWriter. Without SetChannelState it is
@@ -651,6 +659,7 @@ func (w *RecordWriter[T]) SendTimed(ev Event, deadline time.Time) *TimedBarrier 
 	w.timed, w.timedEv, w.timedSent, w.timedConverted = tb, ev, 0, false
 	for i := range w.targets {
 		w.flush(i) // may convert, when the deadline passes while it waits
+		w.flushBacklog(i, nil)
 		if w.timedConverted {
 			w.convertUnsent(i)
 			w.timedSent++

@@ -643,6 +643,7 @@ func (t *Task) addChannelState(ctx context.Context, opts *BarrierOptions, ack *T
 func (t *Task) postQuietly(m Mail) {
 	select {
 	case t.mailbox <- m:
+		t.ringMail()
 	case <-t.done:
 	}
 }

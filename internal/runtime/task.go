@@ -98,6 +98,9 @@ type Task struct {
 	// timedWriters are the writers with an aligned barrier they may
 	// still convert at its timeout (channelstate.go).
 	timedWriters []TimedWriter
+	// mailBell is rung after each mail is posted: a source task waiting
+	// for room in its outputs wakes up for it.
+	mailBell chan struct{}
 }
 
 // NewTask creates a task; it starts nothing until Run.
@@ -116,7 +119,7 @@ func NewTask(cfg TaskConfig) *Task {
 		cfg.Timers = NewProcessingTimers(nil)
 	}
 	MetricsOf(&cfg)
-	t := &Task{cfg: cfg, mailbox: make(chan Mail, 64), done: make(chan struct{}),
+	t := &Task{cfg: cfg, mailbox: make(chan Mail, 64), done: make(chan struct{}), mailBell: make(chan struct{}, 1),
 		log: taskLogger(cfg.Logger, cfg.Name, cfg.Subtask)}
 	if ws, ok := cfg.Source.(WatermarkSource); ok {
 		ws.BindWatermarks(t, cfg.Timers)
@@ -152,6 +155,7 @@ func (t *Task) Name() string {
 func (t *Task) Post(ctx context.Context, m Mail) error {
 	select {
 	case t.mailbox <- m:
+		t.ringMail()
 		return nil
 	case <-t.done:
 		return ErrTaskEnded
@@ -279,14 +283,45 @@ func (t *Task) drainMailbox() error {
 	}
 }
 
+func (t *Task) ringMail() {
+	select {
+	case t.mailBell <- struct{}{}:
+	default:
+	}
+}
+
+// outputsPending waits until the source task's writers sent what their
+// queues had no room for (they never wait in a send: SetDeferBlocking),
+// and reports true when mail came first. So a backpressured source polls
+// its reader only when its outputs have room (Flink's output
+// availability), and a checkpoint's trigger never waits behind a send.
+func (t *Task) outputsPending() bool {
+	for _, w := range t.cfg.Writers {
+		if pw, ok := w.(PendingWriter); ok && pw.Pending() {
+			if pw.FlushPending(t.mailBell) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (t *Task) runSource(ctx context.Context) error {
 	src := t.cfg.Source
+	for _, w := range t.cfg.Writers {
+		if pw, ok := w.(PendingWriter); ok {
+			pw.SetDeferBlocking(true)
+		}
+	}
 	for {
 		if err := t.drainMailbox(); err != nil {
 			return err
 		}
 		if err := ctx.Err(); err != nil {
 			return context.Cause(ctx)
+		}
+		if t.outputsPending() {
+			continue // mail first
 		}
 		if t.drained {
 			if err := t.waitDrained(ctx); err != nil {
@@ -388,9 +423,20 @@ func (t *Task) Undrain() Mail {
 	}
 }
 
+// flushAllWaiting is flushAll that also sends what a source task's
+// writers hold back, waiting for queue space.
+func (t *Task) flushAllWaiting() {
+	t.flushAll()
+	for _, w := range t.cfg.Writers {
+		if pw, ok := w.(PendingWriter); ok && pw.Pending() {
+			pw.FlushPending(nil)
+		}
+	}
+}
+
 // waitDrained waits, in a drained source task, for mail or a timer.
 func (t *Task) waitDrained(ctx context.Context) error {
-	t.flushAll()
+	t.flushAllWaiting()
 	idle := time.Now()
 	select {
 	case m := <-t.mailbox:
@@ -416,7 +462,7 @@ func (t *Task) awaitFinalCheckpoint(ctx context.Context) error {
 	if t.cfg.Checkpointing == nil {
 		return nil
 	}
-	t.flushAll()
+	t.flushAllWaiting()
 	t.cfg.Checkpointing.Responder.SourceFinished(t.cfg.ID)
 	for !t.finishRequested {
 		idle := time.Now()
@@ -569,6 +615,13 @@ func (t *Task) runInputs(ctx context.Context) error {
 		if err := t.drainMailbox(); err != nil {
 			return err
 		}
+		// What an overtaking barrier pushed out of a full queue goes on
+		// as room frees, without waiting.
+		for _, w := range t.cfg.Writers {
+			if pw, ok := w.(PendingWriter); ok && pw.Pending() {
+				pw.FlushPending(closedChan)
+			}
+		}
 		if err := t.cfg.Timers.fireDue(); err != nil {
 			return err
 		}
@@ -614,6 +667,9 @@ func (t *Task) runInputs(ctx context.Context) error {
 }
 
 func nowMs() int64 { return time.Now().UnixMilli() }
+
+// closedChan is always ready: a wait on it gives up at once.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // barrierInfo is what the aligner needs of barrier (or announcement) ev.
 func barrierInfo(ev Event) checkpoint.BarrierInfo {

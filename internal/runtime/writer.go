@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/checkpoint"
@@ -139,6 +140,13 @@ type RecordWriter[T any] struct {
 	timedEv        Event
 	timedSent      int
 	timedConverted bool
+	// backlog[i] holds the envelopes for target i that did not fit in its
+	// queue when a barrier overtook it (the drained envelopes go back
+	// behind it without waiting), and, with deferBlocking (a source
+	// task's writers), whatever did not fit: they go before anything
+	// sent to i later. nil until first used.
+	backlog       [][]envelope[T]
+	deferBlocking bool
 }
 
 // WriterOptions configure a RecordWriter.
@@ -252,28 +260,132 @@ func (w *RecordWriter[T]) flush(i int) {
 	w.send(i, env)
 }
 
-// send sends env to target i, waiting for queue space; a timed barrier
-// whose deadline passes meanwhile is converted (channelstate.go).
+// send sends env to target i, waiting for queue space (behind target i's
+// backlog); a timed barrier whose deadline passes meanwhile is converted
+// (channelstate.go). With deferBlocking it never waits: what does not fit
+// joins the backlog, which the task flushes between polls (FlushPending).
 func (w *RecordWriter[T]) send(i int, env envelope[T]) {
+	if w.backlog != nil && len(w.backlog[i]) > 0 {
+		w.backlog[i] = append(w.backlog[i], env)
+		if !w.deferBlocking {
+			w.flushBacklog(i, nil)
+		}
+		return
+	}
+	if w.deferBlocking {
+		if !w.targets[i].trySend(env) {
+			w.toBacklog(i, env)
+		}
+		return
+	}
 	var wake <-chan struct{}
 	if w.timed != nil && !w.timedConverted {
 		wake = w.timed.due
 	}
 	waited, ok, woke := w.targets[i].sendOrWake(env, w.done, wake)
+	w.sent(waited, ok)
 	if woke {
 		w.convertAll()
-		w.sent(waited, ok)
-		waited, ok, _ = w.targets[i].sendOrWake(env, w.done, nil)
+		w.toBacklog(i, env)
+		w.flushBacklog(i, nil)
 	}
-	w.sent(waited, ok)
 }
 
-// sendPriority sends env to target i for an overtaking barrier, an
-// announcement or a conversion: a plain send, which never converts (the
-// caller holds the queue's drained envelopes in hand).
-func (w *RecordWriter[T]) sendPriority(i int, env envelope[T]) {
-	w.sent(w.targets[i].send(env, w.done))
+func (w *RecordWriter[T]) toBacklog(i int, env envelope[T]) {
+	if w.backlog == nil {
+		w.backlog = make([][]envelope[T], len(w.targets))
+	}
+	w.backlog[i] = append(w.backlog[i], env)
 }
+
+// flushBacklog sends target i's backlog, waiting for queue space, and
+// converting a timed barrier whose deadline passes meanwhile. It gives up
+// when wake is ready (reporting true), the rest still in the backlog.
+func (w *RecordWriter[T]) flushBacklog(i int, wake <-chan struct{}) (woke bool) {
+	for w.backlog != nil && len(w.backlog[i]) > 0 {
+		var due <-chan struct{}
+		if w.timed != nil && !w.timedConverted {
+			due = w.timed.due
+		}
+		c := w.targets[i]
+		env := w.backlog[i][0]
+		if !c.trySend(env) {
+			start := time.Now()
+			select {
+			case c.queue <- env:
+				c.sent(env)
+			case <-w.done:
+				panic(errSendCancelled)
+			case <-due:
+				w.waitedFor(c, start)
+				w.convertAll() // it may rearrange the backlog
+				continue
+			case <-wake:
+				w.waitedFor(c, start)
+				return true
+			}
+			w.waitedFor(c, start)
+		}
+		w.backlog[i][0] = envelope[T]{}
+		w.backlog[i] = w.backlog[i][1:]
+	}
+	return false
+}
+
+func (w *RecordWriter[T]) waitedFor(c *Channel[T], start time.Time) {
+	d := int64(time.Since(start))
+	c.stats.BackpressuredNanos.Add(d)
+	w.sent(d, true)
+}
+
+// sendPriority puts env back into target i's queue behind an overtaking
+// barrier, an announcement or a conversion, without waiting: what does
+// not fit goes into the backlog (the barrier took a place of the queue).
+// It never converts (the caller holds the queue's drained envelopes in
+// hand).
+func (w *RecordWriter[T]) sendPriority(i int, env envelope[T]) {
+	if (w.backlog != nil && len(w.backlog[i]) > 0) || !w.targets[i].trySend(env) {
+		w.toBacklog(i, env)
+	}
+}
+
+// SetDeferBlocking makes the writer never wait in a send: what does not
+// fit in a target's queue waits in the writer until FlushPending (a
+// source task: it polls its reader only when its outputs have room, so
+// that a checkpoint's trigger never waits behind a blocked send, as
+// Flink's sources check their output's availability).
+func (w *RecordWriter[T]) SetDeferBlocking(on bool) { w.deferBlocking = on }
+
+// Pending reports whether envelopes wait in the writer's backlog.
+func (w *RecordWriter[T]) Pending() bool {
+	for _, b := range w.backlog {
+		if len(b) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// FlushPending sends the backlog, waiting for queue space, until it is
+// empty (false) or wake is ready (true).
+func (w *RecordWriter[T]) FlushPending(wake <-chan struct{}) (woke bool) {
+	for i := range w.backlog {
+		if w.flushBacklog(i, wake) {
+			return true
+		}
+	}
+	return false
+}
+
+// PendingWriter is implemented by writers that can defer their blocking
+// sends (RecordWriter). Every method runs on the task goroutine.
+type PendingWriter interface {
+	SetDeferBlocking(on bool)
+	Pending() bool
+	FlushPending(wake <-chan struct{}) (woke bool)
+}
+
+var _ PendingWriter = (*RecordWriter[int])(nil)
 
 // sent accounts for a send that waited waited ns; !ok: the task is
 // cancelled.
@@ -292,17 +404,25 @@ func (w *RecordWriter[T]) bindMetrics(m *metrics.Task) {
 	w.records, w.backpressured = &m.RecordsOut, &m.BackPressuredNanos
 }
 
-// Flush implements Writer.
+// Flush implements Writer: it sends the backlog too, waiting for queue
+// space; with deferBlocking the partly filled batches join the backlog,
+// which FlushPending sends.
 func (w *RecordWriter[T]) Flush() {
 	for i := range w.targets {
 		w.flush(i)
+		if !w.deferBlocking {
+			w.flushBacklog(i, nil)
+		}
 	}
 }
 
-// Broadcast implements Writer.
+// Broadcast implements Writer: the event goes behind everything sent
+// before (the backlog too), waiting for queue space even with
+// deferBlocking.
 func (w *RecordWriter[T]) Broadcast(ev Event) {
 	for i := range w.targets {
 		w.flush(i)
 		w.send(i, envelope[T]{ev: ev})
+		w.flushBacklog(i, nil)
 	}
 }
