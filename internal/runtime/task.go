@@ -98,6 +98,8 @@ type Task struct {
 	// timedWriters are the writers with an aligned barrier they may
 	// still convert at its timeout (channelstate.go).
 	timedWriters []TimedWriter
+	// order is roundOrder's scratch.
+	order []int
 	// mailBell is rung after each mail is posted: a source task waiting
 	// for room in its outputs wakes up for it.
 	mailBell chan struct{}
@@ -523,8 +525,15 @@ func (t *Task) runInputs(ctx context.Context) error {
 	start := 0
 	for {
 		progressed := false
+		order, first := t.roundOrder(start, n)
 		for k := range n {
 			i := (start + k) % n
+			if order != nil {
+				if k == first && progressed {
+					break // the channels still recording come first
+				}
+				i = order[k]
+			}
 			if t.finished[i] || (t.aligner != nil && t.aligner.Blocked(i)) {
 				continue
 			}
@@ -667,6 +676,32 @@ func (t *Task) runInputs(ctx context.Context) error {
 }
 
 func nowMs() int64 { return time.Now().UnixMilli() }
+
+// roundOrder is the order of a round's polls while an unaligned snapshot
+// records input state (nil otherwise: each input in turn from start):
+// the inputs whose barrier has not arrived first, alone in the round
+// when one of them has something. Their barrier may be at the head of
+// their queue, and the checkpoint completes only once it is read; data
+// behind the barriers already read can wait.
+func (t *Task) roundOrder(start, n int) (order []int, first int) {
+	if t.pending == nil || t.aligner == nil {
+		return nil, 0
+	}
+	order = t.order[:0]
+	for k := range n {
+		if i := (start + k) % n; t.aligner.Recording(i) {
+			order = append(order, i)
+		}
+	}
+	first = len(order)
+	for k := range n {
+		if i := (start + k) % n; !t.aligner.Recording(i) {
+			order = append(order, i)
+		}
+	}
+	t.order = order
+	return order, first
+}
 
 // closedChan is always ready: a wait on it gives up at once.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
