@@ -301,7 +301,9 @@ func (in *Input[T]) Poll() (Event, bool, bool) {
 			if env.ev.slot != nil {
 				env.ev.slot.taken()
 			}
-			if env.ev.inflight != nil {
+			if env.ev.inflight != nil && (in.inflight == nil || env.ev.ID > in.inflightID) {
+				// A stale barrier (of an aborted checkpoint, overtaken by
+				// the next one) must not replace the newer one's records.
 				in.inflight, _ = env.ev.inflight.(*inflightRecords[T])
 				in.inflightID = env.ev.ID
 			}
