@@ -217,10 +217,14 @@ func (in *Input[T]) TakeRecording(id int64) ChannelData {
 		return nil
 	}
 	in.rec.enabled = false
-	if f := in.inflight; f != nil && in.inflightID == id {
-		in.rec.appendCopy(f.recs, f.ts)
+	if f := in.inflight; f != nil && in.inflightID <= id {
+		if in.inflightID == id {
+			in.rec.appendCopy(f.recs, f.ts)
+		}
+		// A newer checkpoint's (its barrier aborted the alignment of id)
+		// stays for that one.
+		in.inflight = nil
 	}
-	in.inflight = nil
 	return in.rec.take()
 }
 

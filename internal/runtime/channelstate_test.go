@@ -484,3 +484,19 @@ func TestInflightStaleBarrier(t *testing.T) {
 		t.Fatalf("input state of checkpoint 5: %v, want the 2 records its barrier overtook", d)
 	}
 }
+
+// TestInflightKeptOverAbort: barrier 5's overtaken records survive the
+// abort of checkpoint 4's alignment, which that barrier causes (the task
+// takes 4's recording to drop it) before 5's input state is taken.
+func TestInflightKeptOverAbort(t *testing.T) {
+	ch := NewChannel[int](4, make(chan struct{}, 1), nil)
+	var seen []int
+	in := NewInput(ch, collectOutput{&seen}, nil)
+	in.SetChannelState(codec.Int(), ChannelStateHandleFor("a->b/0", 0, 1, 0, 1, false), nil, nil)
+	ch.queue <- envelope[int]{ev: Event{Kind: Barrier, ID: 5, Unaligned: true, inflight: &inflightRecords[int]{recs: []int{1, 2}}}}
+	in.Poll()
+	in.TakeRecording(4) // abortPending(4)
+	if d := in.TakeRecording(5); d == nil || d.Len() != 2 {
+		t.Fatalf("input state of checkpoint 5: %v, want the 2 records its barrier overtook", d)
+	}
+}
