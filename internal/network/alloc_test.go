@@ -13,7 +13,7 @@ import (
 // slices have grown.
 func TestSerialAllocs(t *testing.T) {
 	enc := recordEncoder[int64]{c: codec.Int64()}
-	dec := recordDecoder[int64]{c: codec.Int64()}
+	dec := newRecordDecoder(codec.Int64(), false)
 	buf := make([]byte, 0, 100) // small: many records span two buffers
 	run := func() {
 		n := 0

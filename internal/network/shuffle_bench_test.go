@@ -52,8 +52,10 @@ func keyGroup100(r record100) int {
 // consumers, through the in-process exchange (internal/runtime's channels
 // and record writer) and then over TCP in the same run. Reports records per
 // CPU-second of each and their ratio (tcp/in-process, per core). The
-// records are strings (string-100B: each decoded into a new allocation)
-// and arrays of 100 bytes (array-100B: decoded in place, no allocation).
+// records are strings (string-100B: each decoded into a new allocation;
+// string-100B-reuse: with object reuse at the consumer, pointing into the
+// receive buffer) and arrays of 100 bytes (array-100B: decoded in place,
+// no allocation).
 func BenchmarkKeyedShuffle(b *testing.B) {
 	strs := make([]string, 4096)
 	arrs := make([]record100, len(strs))
@@ -62,15 +64,20 @@ func BenchmarkKeyedShuffle(b *testing.B) {
 		strs[i] = k + strings.Repeat("v", 100-len(k))
 		copy(arrs[i][:], strs[i])
 	}
-	b.Run("string-100B", func(b *testing.B) { benchShuffle(b, strs, keyGroup, codec.String()) })
+	b.Run("string-100B", func(b *testing.B) { benchShuffle(b, strs, keyGroup, codec.String(), false) })
+	b.Run("string-100B-reuse", func(b *testing.B) { benchShuffle(b, strs, keyGroup, codec.String(), true) })
 	arrCodec, err := codec.Of[record100]()
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run("array-100B", func(b *testing.B) { benchShuffle(b, arrs, keyGroup100, arrCodec) })
+	b.Run("array-100B", func(b *testing.B) { benchShuffle(b, arrs, keyGroup100, arrCodec, false) })
 }
 
-func benchShuffle[T any](b *testing.B, recs []T, keyGroup func(T) int, c codec.Codec[T]) {
+// benchShuffle runs the shuffle in process and over TCP; reuse turns
+// object reuse on at the TCP consumer (InputChannel.SetObjectReuse: the
+// strings point into the receive buffers); the in-process side is the same
+// either way.
+func benchShuffle[T any](b *testing.B, recs []T, keyGroup func(T) int, c codec.Codec[T], reuse bool) {
 	const targets, batch = 4, 256
 
 	// In process.
@@ -143,6 +150,7 @@ func benchShuffle[T any](b *testing.B, recs []T, keyGroup func(T) int, c codec.C
 			if ins[i], err = network.Subscribe(g, prod.Addr(), name, c); err != nil {
 				b.Fatal(err)
 			}
+			ins[i].SetObjectReuse(reuse)
 			if outs[i], err = network.NewOutput(prod, name, c, nil); err != nil {
 				b.Fatal(err)
 			}
