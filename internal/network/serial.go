@@ -124,14 +124,16 @@ func (e *recordEncoder[T]) encodeInto(buf []byte, v T, ts int64) ([]byte, bool) 
 // record that spans buffers is gathered in a fresh slice of its size that
 // its value then keeps (one copy of its bytes, not two); with reuse on
 // (object reuse), records inside a buffer are decoded without a copy too,
-// their values pointing into the buffer.
+// their values pointing into the buffer, and one that spans buffers is
+// gathered in one of two reused slices, taken in turn, so that a value
+// stays intact until the decode after the one that returned it.
 type recordDecoder[T any] struct {
 	c       codec.Codec[T]
 	alias   codec.AliasDecoder[T] // c's, or nil
 	reuse   bool                  // values of records inside a buffer may point into it
 	pending []byte                // the start of a record that continues in the next buffer
 	given   bool                  // pending is a fresh slice that the record's value keeps
-	spare   []byte                // the reused pending slice, while pending is a given one
+	spare   []byte                // the reused pending slice while pending is a given one; with reuse, the other one
 	recs    []T
 	ts      []int64 // nil (len 0) when no record of the batch has a timestamp
 	clear   bool    // T holds pointers: clear recs before reuse
@@ -215,7 +217,7 @@ func (d *recordDecoder[T]) decode(b []byte) error {
 				b = b[1:]
 				continue
 			}
-			if d.alias != nil && !d.given && total <= maxGivenRecord {
+			if d.alias != nil && !d.given && !d.reuse && total <= maxGivenRecord {
 				d.give(total)
 			}
 			take := min(total-len(d.pending), len(b))
@@ -224,12 +226,17 @@ func (d *recordDecoder[T]) decode(b []byte) error {
 			if len(d.pending) < total {
 				return nil // continues in the next buffer
 			}
-			if err := d.add(d.pending[hl:total], ts, d.given); err != nil {
+			if err := d.add(d.pending[hl:total], ts, d.given || d.reuse); err != nil {
 				return err
 			}
-			if d.given {
+			switch {
+			case d.given:
 				d.pending, d.given = d.spare[:0], false
-			} else {
+			case d.reuse && d.alias != nil:
+				// The value points into pending until the next Poll: the
+				// next record that spans buffers goes into the other slice.
+				d.pending, d.spare = d.spare[:0], d.pending[:0]
+			default:
 				d.pending = d.pending[:0]
 			}
 			break
@@ -241,7 +248,7 @@ func (d *recordDecoder[T]) decode(b []byte) error {
 			return err
 		}
 		if !ok || total > len(b) {
-			if ok && d.alias != nil && total <= maxGivenRecord {
+			if ok && d.alias != nil && !d.reuse && total <= maxGivenRecord {
 				d.give(total)
 			}
 			d.pending = append(d.pending, b...)
