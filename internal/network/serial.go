@@ -3,6 +3,7 @@ package network
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"strings"
 	"unsafe"
 
@@ -46,6 +47,9 @@ func putRecordHeader(h []byte, vlen int, ts int64) int {
 	hdr := uint64(vlen) << 1
 	if ts != NoTimestamp {
 		hdr |= 1
+	} else if hdr < 0x80 {
+		h[0] = byte(hdr) // the usual header: one byte
+		return 1
 	}
 	n := binary.PutUvarint(h, hdr)
 	if ts != NoTimestamp {
@@ -56,9 +60,15 @@ func putRecordHeader(h []byte, vlen int, ts int64) int {
 
 // headerLen is the length of a record header for a value of vlen bytes.
 func headerLen(vlen int, ts int64) int {
-	var h [maxRecordHeader]byte
-	return putRecordHeader(h[:], vlen, ts)
+	n := uvarintLen(uint64(vlen) << 1)
+	if ts != NoTimestamp {
+		n += uvarintLen(uint64(ts<<1) ^ uint64(ts>>63)) // varint's zig-zag
+	}
+	return n
 }
+
+// uvarintLen is the length of binary.PutUvarint's encoding of x.
+func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 
 // encode returns the record's bytes, header included; they are valid until
 // the next call.
@@ -103,8 +113,7 @@ func (e *recordEncoder[T]) encodeInto(buf []byte, v T, ts int64) ([]byte, bool) 
 		e.note(vlen)
 		return buf, false
 	}
-	var h [maxRecordHeader]byte
-	n := putRecordHeader(h[:], vlen, ts)
+	n := headerLen(vlen, ts)
 	if n != hl {
 		if start+n+vlen > cap(buf) {
 			e.note(vlen)
@@ -113,7 +122,7 @@ func (e *recordEncoder[T]) encodeInto(buf []byte, v T, ts int64) ([]byte, bool) 
 		copy(buf[start+n:start+n+vlen], s[hl:]) // memmove: they overlap
 	}
 	e.note(vlen)
-	copy(buf[start:start+n], h[:n])
+	putRecordHeader(buf[start:start+n], vlen, ts)
 	return buf[:start+n+vlen], true
 }
 

@@ -176,3 +176,20 @@ func inside(s string, b []byte) bool {
 
 // copyOnly hides a codec's DecodeAlias.
 type copyOnly[T any] struct{ codec.Codec[T] }
+
+// TestHeaderLen: headerLen agrees with what putRecordHeader writes, at the
+// lengths and timestamps where the varints grow.
+func TestHeaderLen(t *testing.T) {
+	var h [maxRecordHeader]byte
+	for _, vlen := range []int{0, 1, 63, 64, 8191, 8192, 1<<20 - 1, 1 << 20, maxRecordLen} {
+		for _, ts := range []int64{NoTimestamp, 0, -1, 63, -64, 64, -65, 1 << 40, -1 << 62, 1<<63 - 1, -1<<63 + 1} {
+			if got, want := headerLen(vlen, ts), putRecordHeader(h[:], vlen, ts); got != want {
+				t.Errorf("headerLen(%d, %d) = %d, putRecordHeader wrote %d", vlen, ts, got, want)
+			}
+			total, gotTS, hl, ok, err := recordSize(h[:])
+			if !ok || err != nil || hl != headerLen(vlen, ts) || total != hl+vlen || gotTS != ts {
+				t.Errorf("header of (%d, %d) parses as total %d ts %d len %d ok %v err %v", vlen, ts, total, gotTS, hl, ok, err)
+			}
+		}
+	}
+}
