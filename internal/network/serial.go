@@ -180,6 +180,10 @@ func (d *recordDecoder[T]) give(total int) {
 // recordSize parses the header at the start of b: ok is false when b is too
 // short to hold the whole header.
 func recordSize(b []byte) (total int, ts int64, hdrLen int, ok bool, err error) {
+	if len(b) > 0 && b[0]&0x81 == 0 {
+		// The usual header: one byte, no timestamp.
+		return 1 + int(b[0]>>1), NoTimestamp, 1, true, nil
+	}
 	hdr, n := binary.Uvarint(b)
 	if n == 0 {
 		return 0, 0, 0, false, nil
