@@ -191,9 +191,9 @@ func (c *conn) writeLoop() {
 	var ctrl []byte
 	var order []uint32
 	var b writeBatch
-	// Headers are at most frameHeaderLen+eventBodyLen bytes; reserving the
-	// whole batch's worth keeps vec's slices into hdrs valid.
-	b.hdrs = make([]byte, 0, (maxBatchItems+1)*(frameHeaderLen+eventBodyLen))
+	// Headers are at most frameHeaderLen+maxEventBodyLen bytes; reserving
+	// the whole batch's worth keeps vec's slices into hdrs valid.
+	b.hdrs = make([]byte, 0, (maxBatchItems+1)*(frameHeaderLen+maxEventBodyLen))
 	for {
 		select {
 		case <-c.wake:
@@ -319,8 +319,9 @@ func (c *conn) gather(o *outChan, b *writeBatch) {
 		o.m.BuffersOut.Add(1)
 		o.m.BytesOut.Add(int64(len(it.buf)))
 	} else {
-		h := b.header(frameHeaderLen + eventBodyLen)
-		putHeader(h, 5+eventBodyLen+len(it.ev.Payload), frameEvent, id)
+		bl := it.ev.bodyLen()
+		h := b.header(frameHeaderLen + bl)
+		putHeader(h, 5+bl+len(it.ev.Payload), frameEvent, id)
 		it.ev.appendBody(h[frameHeaderLen:frameHeaderLen])
 		b.vec = append(b.vec, h)
 		b.n += len(h)

@@ -139,6 +139,8 @@ type inChan struct {
 	mu       sync.Mutex
 	inbox    []inItem
 	head     int
+	prio     int           // priority events in the inbox
+	prioBell chan struct{} // rung when a priority event arrives
 	err      error
 	finished bool
 	m        ChannelMetrics
@@ -154,8 +156,32 @@ func (in *inChan) push(it inItem) {
 		return
 	}
 	in.inbox = append(in.inbox, it)
+	prio := it.isEvent && it.ev.Priority
+	if prio {
+		in.prio++
+	}
 	in.mu.Unlock()
+	if prio {
+		select {
+		case in.prioBell <- struct{}{}:
+		default:
+		}
+	}
 	in.gate.ring()
+}
+
+// PriorityBell is rung (a value sent, never blocking) when a priority
+// event arrives: the consumer may want to take it ahead of the records it
+// holds (an unaligned barrier overtakes them, Flink's priority events).
+// The event itself is in order in the channel: it arrives behind the
+// buffers its sender had sent already.
+func (in *inChan) PriorityBell() <-chan struct{} { return in.prioBell }
+
+// PriorityQueued is the number of priority events received and not polled.
+func (in *inChan) PriorityQueued() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.prio
 }
 
 func (in *inChan) pop() (inItem, bool, error) {
@@ -168,6 +194,9 @@ func (in *inChan) pop() (inItem, bool, error) {
 	it := in.inbox[in.head]
 	in.inbox[in.head] = inItem{}
 	in.head++
+	if it.isEvent && it.ev.Priority {
+		in.prio--
+	}
 	return it, true, nil
 }
 
@@ -234,7 +263,7 @@ func Subscribe[T any](g *Gate, addr, name string, c codec.Codec[T]) (*InputChann
 		return nil, err
 	}
 	in := &InputChannel[T]{
-		inChan: &inChan{gate: g, idx: idx, name: name, conn: conn, id: conn.reserveID()},
+		inChan: &inChan{gate: g, idx: idx, name: name, conn: conn, id: conn.reserveID(), prioBell: make(chan struct{}, 1)},
 		dec:    newRecordDecoder(c, typeinfo.HoldsPointers[T]()),
 	}
 	in.m.Credit.Store(int64(cr))
@@ -309,6 +338,11 @@ func (in *InputChannel[T]) releaseHeld() {
 		in.held = nil
 	}
 }
+
+// Partial reports whether the records polled so far end inside a record
+// that the next buffers complete: after a priority event that overtook its
+// sender's buffers, that record began before the event (see EmitPriority).
+func (in *InputChannel[T]) Partial() bool { return len(in.dec.pending) > 0 }
 
 func (in *inChan) finish() {
 	in.mu.Lock()

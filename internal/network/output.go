@@ -16,11 +16,16 @@ var ErrFinished = errors.New("channel finished: end of partition already sent")
 
 // outItem is a queued buffer, or an event when buf is nil. A buffer is
 // one of the channel's, or a slice of a lent record (lent set); either
-// goes back through outChan.release once written or dropped.
+// goes back through outChan.release once written or dropped. partial is
+// the number of bytes at the start of buf that end a record begun in an
+// earlier buffer (Flink's partial record length): a priority event that
+// overtakes the buffer leaves that record to the receiver, which has its
+// start.
 type outItem struct {
-	buf  []byte
-	lent *lentRecord
-	ev   Event
+	buf     []byte
+	lent    *lentRecord
+	partial int
+	ev      Event
 }
 
 // outChan is the untyped part of an OutputChannel, shared with the
@@ -33,6 +38,7 @@ type outChan struct {
 	mu        sync.Mutex
 	box       credit.Outbox[outItem]
 	cur       []byte   // the buffer being filled
+	curPart   int      // cur's partial (see outItem)
 	free      [][]byte // recycled buffers
 	allocated int
 	lentOut   int           // large records lent to the connection (lend)
@@ -46,6 +52,10 @@ type outChan struct {
 	finished  bool
 	err       error
 	m         ChannelMetrics
+	// wake and onWake (SetPriorityHook): a write waiting for a free buffer
+	// calls onWake, without mu, when wake is rung.
+	wake   <-chan struct{}
+	onWake func()
 }
 
 // OutputChannel is the producing end of one logical channel: records
@@ -59,6 +69,13 @@ type outChan struct {
 type OutputChannel[T any] struct {
 	*outChan
 	enc recordEncoder[T]
+	// hand is the batch Write is writing and handAt the record it is at,
+	// for a priority event emitted while it waits (mu held to read them).
+	hand   []T
+	handTS []int64
+	handAt int
+	one    [1]T // WriteRecord's hand
+	oneTS  [1]int64
 }
 
 // NewOutput registers the output channel name on n. The consumer that
@@ -263,21 +280,27 @@ func (o *outChan) lend(p []byte, scratch *[]byte) error {
 	o.lentOut++
 	bs := o.node.opts.BufferSize
 	for len(p) >= bs {
-		o.box.Push(credit.Data, outItem{buf: p[:bs:bs], lent: lr})
+		// Each slice continues the record begun in the buffer sent above.
+		o.box.Push(credit.Data, outItem{buf: p[:bs:bs], lent: lr, partial: bs})
 		lr.out++
 		p = p[bs:]
 	}
 	o.m.Backlog.Store(int64(o.box.Backlog()))
 	o.notifyLocked()
-	return o.put(p)
+	return o.put(p, true)
 }
 
 // waitSpace waits until a buffer or a lent record comes back, the channel
-// fails or its producer gives up (o.mu held; released while waiting).
+// fails or its producer gives up, calling the priority hook (see
+// SetPriorityHook) when its bell rings (o.mu held; released while
+// waiting).
 func (o *outChan) waitSpace() {
 	o.mu.Unlock()
 	select {
 	case <-o.space:
+		o.mu.Lock()
+	case <-o.wake:
+		o.onWake()
 		o.mu.Lock()
 	case <-o.done:
 		o.mu.Lock()
@@ -344,12 +367,16 @@ func (o *outChan) takeBuffer() error {
 	return nil
 }
 
-// put appends p to the channel's byte stream, sending each buffer it fills.
-func (o *outChan) put(p []byte) error {
-	for len(p) > 0 {
+// put appends p, one record (or, with cont, the rest of one), to the
+// channel's byte stream, sending each buffer it fills.
+func (o *outChan) put(p []byte, cont bool) error {
+	for first := !cont; len(p) > 0; first = false {
 		if o.cur == nil {
 			if err := o.takeBuffer(); err != nil {
 				return err
+			}
+			if !first {
+				o.curPart = min(len(p), cap(o.cur))
 			}
 		}
 		n := copy(o.cur[len(o.cur):cap(o.cur)], p)
@@ -367,8 +394,8 @@ func (o *outChan) sendCur() {
 	if len(o.cur) == 0 {
 		return
 	}
-	o.box.Push(credit.Data, outItem{buf: o.cur})
-	o.cur = nil
+	o.box.Push(credit.Data, outItem{buf: o.cur, partial: o.curPart})
+	o.cur, o.curPart = nil, 0
 	o.m.Backlog.Store(int64(o.box.Backlog()))
 	o.notifyLocked()
 }
@@ -419,11 +446,14 @@ func (o *OutputChannel[T]) Write(recs []T, ts []int64) error {
 	if err := o.writable(); err != nil {
 		return err
 	}
+	o.hand, o.handTS = recs, ts
+	defer func() { o.hand, o.handTS, o.handAt = nil, nil, 0 }()
 	for i, r := range recs {
 		t := NoTimestamp
 		if ts != nil {
 			t = ts[i]
 		}
+		o.handAt = i
 		if err := o.write(r, t); err != nil {
 			return err
 		}
@@ -439,6 +469,16 @@ func (o *OutputChannel[T]) WriteRecord(rec T, ts int64) error {
 	if err := o.writable(); err != nil {
 		return err
 	}
+	o.one[0] = rec
+	o.hand = o.one[:]
+	if ts != NoTimestamp {
+		o.oneTS[0] = ts
+		o.handTS = o.oneTS[:]
+	}
+	defer func() {
+		var zero T
+		o.one[0], o.hand, o.handTS = zero, nil, nil
+	}()
 	if err := o.write(rec, ts); err != nil {
 		return err
 	}
@@ -467,7 +507,7 @@ func (o *OutputChannel[T]) write(r T, ts int64) error {
 	if len(p) >= 2*o.node.opts.BufferSize {
 		return o.lend(p, &o.enc.scratch)
 	}
-	return o.put(p)
+	return o.put(p, false)
 }
 
 // Flush queues the partly filled buffer, if any, for sending.
@@ -497,6 +537,7 @@ func (o *outChan) Emit(ev Event) error {
 		return err
 	}
 	o.sendCur()
+	ev.Priority = false
 	kind := credit.Event
 	if ev.Kind == Barrier && ev.Aligned {
 		kind = credit.BlockingEvent
@@ -507,6 +548,107 @@ func (o *outChan) Emit(ev Event) error {
 	o.box.Push(kind, outItem{ev: ev})
 	o.notifyLocked()
 	return nil
+}
+
+// SetPriorityHook makes a Write or WriteRecord that waits for a free
+// buffer call f, on the writing goroutine, whenever wake is rung: f may
+// call EmitPriority, which then overtakes the rest of the batch being
+// written too. Call it before the first write.
+func (o *OutputChannel[T]) SetPriorityHook(wake <-chan struct{}, f func()) {
+	o.mu.Lock()
+	o.wake, o.onWake = wake, f
+	o.mu.Unlock()
+}
+
+// EmitPriority sends ev as a priority event (Flink's priority events: an
+// unaligned barrier, a barrier announcement): ahead of every buffer not
+// sent yet, without credit. With collect it returns the records ev
+// overtook, in order, which are the sender's output channel state of an
+// unaligned barrier: those whose first byte is in a buffer not sent yet
+// (queued or being filled), then, when called from the hook of a Write
+// waiting for a buffer, the rest of that Write's batch. A record begun in
+// a buffer already sent is the receiver's: it has its start. Those
+// records are still sent, behind ev.
+func (o *OutputChannel[T]) EmitPriority(ev Event, collect bool) (recs []T, ts []int64, err error) {
+	if ev.Kind < EndOfPartition || ev.Kind > maxEventKind || ev.Kind == EndOfPartition {
+		return nil, nil, fmt.Errorf("network: channel %q: %s cannot be a priority event", o.name, ev.Kind)
+	}
+	if len(ev.Payload) > MaxEventPayload {
+		return nil, nil, fmt.Errorf("network: channel %q: event payload of %d bytes, want at most %d", o.name, len(ev.Payload), MaxEventPayload)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err := o.writable(); err != nil {
+		return nil, nil, err
+	}
+	ev.Priority = true
+	if !collect {
+		o.box.PushPriority(outItem{ev: ev}, nil)
+		o.notifyLocked()
+		return nil, nil, nil
+	}
+	d := recordDecoder[T]{c: o.enc.c}
+	skipping := true // the partial record of the first buffers
+	var derr error
+	take := func(buf []byte, partial int) {
+		if derr != nil {
+			return
+		}
+		if skipping {
+			if partial >= len(buf) && partial > 0 {
+				return // the record goes on in the next buffer
+			}
+			buf, skipping = buf[partial:], false
+		}
+		if derr = d.decode(buf); derr == nil {
+			r, t := d.batch()
+			recs, ts = appendRecords(recs, ts, r, t)
+		}
+	}
+	o.box.PushPriority(outItem{ev: ev}, func(k credit.Kind, it outItem) {
+		if k == credit.Data {
+			take(it.buf, it.partial)
+		}
+	})
+	if len(o.cur) > 0 {
+		take(o.cur, o.curPart)
+	}
+	if derr != nil {
+		return nil, nil, fmt.Errorf("network: channel %q: decode the records a priority event overtook: %w", o.name, derr)
+	}
+	// What the decoder holds back is the start of the record Write is
+	// at, which is in hand.
+	if o.hand != nil {
+		var ht []int64
+		if o.handTS != nil {
+			ht = o.handTS[o.handAt:]
+		}
+		recs, ts = appendRecords(recs, ts, o.hand[o.handAt:], ht)
+	}
+	o.notifyLocked()
+	return recs, ts, nil
+}
+
+// appendRecords appends recs (with ts, nil for none) to dst and dts, which
+// stays nil until a record has a timestamp.
+func appendRecords[T any](dst []T, dts []int64, recs []T, ts []int64) ([]T, []int64) {
+	if ts != nil && dts == nil {
+		dts = make([]int64, len(dst), len(dst)+len(ts))
+		for i := range dts {
+			dts[i] = NoTimestamp
+		}
+	}
+	dst = append(dst, recs...)
+	switch {
+	case dts == nil:
+	case ts == nil:
+		for range recs {
+			dts = append(dts, NoTimestamp)
+		}
+	default:
+		dts = append(dts, ts...)
+	}
+	return dst, dts
 }
 
 // Close abandons the channel: its queued data is dropped, a consumer that
