@@ -30,7 +30,7 @@ type idleJob struct {
 	built chan string
 }
 
-func (j idleJob) Plan() Plan                         { return j.plan }
+func (j idleJob) Plan() Plan { return j.plan }
 
 // Rescaled gives the vertices min(n, their MaxParallelism) subtasks.
 func (j idleJob) Rescaled(n int) (Job, error) {
