@@ -46,10 +46,10 @@ type tmJob struct {
 	// when the job runs at that of its flags.
 	parallelism int32
 	job         deploy.Job
-	worker   deploy.Worker
-	attempt  int64 // -1 while none is deployed
-	cancel   context.CancelFunc
-	running  map[int64]chan struct{} // attempts whose AttemptEnded was not sent yet
+	worker      deploy.Worker
+	attempt     int64 // -1 while none is deployed
+	cancel      context.CancelFunc
+	running     map[int64]chan struct{} // attempts whose AttemptEnded was not sent yet
 }
 
 // outbox is the unbounded queue of messages to send up the stream: a
