@@ -131,3 +131,45 @@ func TestReactiveWaitTimeout(t *testing.T) {
 		t.Fatalf("job ended %+v, want FAILED for want of a slot", st)
 	}
 }
+
+// TestReactiveStabilization: with a resource stabilization timeout the
+// first attempt waits for the slots to settle before it is placed on fewer
+// slots than the job could use, and a scale up waits as long after the
+// last TaskManager joined (never less: the times are lower bounds).
+func TestReactiveStabilization(t *testing.T) {
+	const settle = 1500 * time.Millisecond
+	jm := clusterJM(t, JobManagerOptions{SchedulerMode: SchedulerReactive, Reactive: ReactiveOptions{StabilizationTimeout: settle}})
+	cl := dial(t, jm)
+	startTaskManager(t, TaskManagerOptions{JobManager: jm.Addr(), ResourceID: "tm1", Slots: 1})
+	eventually(t, "tm1 registered", func() bool { return attached(jm) == 1 })
+	attachedAt := time.Now()
+	dir := t.TempDir()
+	id, err := cl.Submit(context.Background(), "counts", []string{"--n", "6000", "--out", filepath.Join(dir, "out"),
+		"--ckpt", filepath.Join(dir, "ckpt"), "--slow", "1ms", "--restarts", "5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := waitStatus(t, cl, id, 10*time.Second, "waiting for the slots to settle", func(st JobStatus) bool {
+		return st.State == "CREATED" && strings.HasPrefix(st.Note, "waiting for the slots to settle (reactive mode, 1 free")
+	})
+	waitStatus(t, cl, id, 30*time.Second, "running at parallelism 1", func(st JobStatus) bool {
+		return st.State == "RUNNING" && parallelismOf(jm, id) == 1
+	})
+	if d := time.Since(attachedAt); d < settle {
+		t.Errorf("placed %v after the slots last changed, before the stabilization timeout %v (note %q)", d, settle, st.Note)
+	}
+	joined := time.Now() // before: the slots change after it
+	startTaskManager(t, TaskManagerOptions{JobManager: jm.Addr(), ResourceID: "tm2", Slots: 1})
+	waitStatus(t, cl, id, 30*time.Second, "rescaled to 2", func(st JobStatus) bool {
+		return st.State == "RUNNING" && parallelismOf(jm, id) == 2
+	})
+	if d := time.Since(joined); d < settle {
+		t.Errorf("rescaled %v after tm2 joined, before the stabilization timeout %v", d, settle)
+	}
+	if st := waitJob(t, cl, id, 60*time.Second); st.State != "FINISHED" {
+		t.Fatalf("job ended %+v", st)
+	}
+	if d := diffLines(committed(t, filepath.Join(dir, "out")), wantCounts(6000)); d != "" {
+		t.Errorf("committed output is not exactly once: %s", d)
+	}
+}
