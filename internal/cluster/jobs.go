@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -471,7 +472,7 @@ func (r *jobRun) Vertices() []rest.VertexInfo {
 	out := make([]rest.VertexInfo, len(plan.Vertices))
 	for i, v := range plan.Vertices {
 		out[i] = rest.VertexInfo{ID: strconv.Itoa(v.ID), Name: v.Name, Parallelism: v.Parallelism,
-			MaxParallelism: plan.MaxParallelism, Status: ts, StartTime: r.submitted, EndTime: r.EndTime(),
+			MaxParallelism: cmp.Or(v.MaxParallelism, plan.MaxParallelism), Status: ts, StartTime: r.submitted, EndTime: r.EndTime(),
 			Metrics: rest.IOMetrics{BytesUnknown: true}}
 	}
 	return out
