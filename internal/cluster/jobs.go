@@ -342,7 +342,7 @@ func (jm *JobManager) Job(id string) (rest.Job, bool) {
 // --- the job's status -------------------------------------------------------
 
 func (r *jobRun) status() JobStatus {
-	sum, _ := r.master.Stats()
+	sum := r.master.Summary()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.state
