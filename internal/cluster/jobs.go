@@ -53,6 +53,7 @@ type jobRun struct {
 	cancelling bool
 	exceptions []rest.ExceptionInfo // newest first
 	placement  deploy.Placement     // the current attempt's
+	deployedAt time.Time            // when the current attempt was deployed
 	loggedWait string
 	// failTask and failAt are the task and TaskManager of the current
 	// attempt's first failure, for its ExceptionInfo.
@@ -337,7 +338,7 @@ func (r *jobRun) status() JobStatus {
 func (r *jobRun) deployed(attempt int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.attempt = attempt
+	r.attempt, r.deployedAt = attempt, r.jm.opts.Now()
 	r.note = ""
 	if !r.state.Terminal() {
 		r.state = rest.JobRunning
@@ -437,11 +438,21 @@ func (r *jobRun) Vertices() []rest.VertexInfo {
 	case rest.JobRestarting:
 		ts = rest.TaskScheduled
 	}
+	r.mu.Lock()
+	p, attempt, deployedAt := r.placement, r.attempt, r.deployedAt
+	r.mu.Unlock()
+	end := r.EndTime()
 	out := make([]rest.VertexInfo, len(r.plan.Vertices))
 	for i, v := range r.plan.Vertices {
 		out[i] = rest.VertexInfo{ID: strconv.Itoa(v.ID), Name: v.Name, Parallelism: v.Parallelism,
-			MaxParallelism: r.plan.MaxParallelism, Status: ts, StartTime: r.submitted, EndTime: r.EndTime(),
-			Metrics: rest.IOMetrics{BytesUnknown: true}}
+			MaxParallelism: r.plan.MaxParallelism, Status: ts, StartTime: r.submitted, EndTime: end,
+			Metrics: rest.IOMetrics{BytesUnknown: true}, Subtasks: make([]rest.SubtaskInfo, v.Parallelism)}
+		// Where the current (or last) attempt placed each subtask.
+		for s := range v.Parallelism {
+			w := p.Worker(v.ID, s)
+			out[i].Subtasks[s] = rest.SubtaskInfo{Status: ts, Attempt: attempt, TaskManager: w, Endpoint: p.Workers[w],
+				StartTime: deployedAt, EndTime: end, Metrics: rest.IOMetrics{BytesUnknown: true}}
+		}
 	}
 	return out
 }
