@@ -253,4 +253,3 @@ func start(t *testing.T, bin string, args []string, want ...string) (*logBuffer,
 	}
 	return log, got
 }
-

@@ -183,7 +183,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 			ID: v.ID, Name: v.Name, MaxParallelism: cmp.Or(v.MaxParallelism, -1), Parallelism: v.Parallelism,
 			Status: v.Status, StartTime: ms(v.StartTime), EndTime: ms(v.EndTime),
 			Duration: duration(v.StartTime, v.EndTime, now), Tasks: tasks,
-			Metrics:  ioMetricsInfo(v.Metrics),
+			Metrics:      ioMetricsInfo(v.Metrics),
 			BackPressure: JobVertexBackPressure{Level: backPressureLevel(v.BackPressuredRatio), Ratio: clampRatio(v.BackPressuredRatio)},
 			Operators:    operatorsJSON(v.Operators),
 		})
