@@ -31,11 +31,7 @@ func TestClusterJob(t *testing.T) {
 		t.Skip("builds the example and starts real processes")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "clusterjob")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := example(t)
 	job := []string{"run", "counts", "--events", "20000", "--keys", "37", "--parallelism", "2", "--checkpoint-interval", "100ms"}
 
 	// Local mode: the whole job in one process.
@@ -131,6 +127,83 @@ func TestClusterJob(t *testing.T) {
 	if res, err := exec.Command(bin, "run", "counts", "--keys", "0", "--jobmanager", rpc).CombinedOutput(); err == nil || !strings.Contains(string(res), "--keys 0") {
 		t.Errorf("clusterjob run counts --keys 0 on the cluster: %v, %s", err, res)
 	}
+}
+
+// TestClusterJobLocalCluster: ./clusterjob cluster start starts a
+// JobManager and TaskManagers that are the example's own binary, which run
+// its job; ./clusterjob cluster stop stops them.
+func TestClusterJobLocalCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the example and starts real processes")
+	}
+	dir := t.TempDir()
+	bin := example(t)
+	state := filepath.Join(dir, "cluster")
+	out, err := exec.Command(bin, "cluster", "start", "--taskmanagers", "2", "--slots", "1", "--rpc-address", "127.0.0.1:0",
+		"--rest-address", "127.0.0.1:0", "--state-dir", state).CombinedOutput()
+	t.Cleanup(func() { exec.Command(bin, "cluster", "stop", "--state-dir", state).Run() })
+	m := regexp.MustCompile(`JobManager pid (\d+) \(RPC (\S+), REST API`).FindSubmatch(out)
+	if err != nil || m == nil {
+		t.Fatalf("clusterjob cluster start: %v\n%s", err, out)
+	}
+	var st struct {
+		TaskManagers []struct{ Pid int } `json:"taskmanagers"`
+	}
+	data, _ := os.ReadFile(filepath.Join(state, "cluster.json"))
+	if err := json.Unmarshal(data, &st); err != nil || len(st.TaskManagers) != 2 {
+		t.Fatalf("cluster.json: %v: %s", err, data)
+	}
+	pids := []string{string(m[1])}
+	for _, tm := range st.TaskManagers {
+		pids = append(pids, fmt.Sprint(tm.Pid))
+	}
+	for _, pid := range pids {
+		if exe, err := os.Readlink("/proc/" + pid + "/exe"); err != nil || exe != bin {
+			t.Errorf("process %s of the cluster runs %q (%v), want the example's binary %s", pid, exe, err, bin)
+		}
+	}
+	res, err := exec.Command(bin, "run", "counts", "--events", "3000", "--keys", "5", "--parallelism", "2", "--checkpoint-interval", "100ms",
+		"--checkpoint-dir", filepath.Join(dir, "ck"), "--output", filepath.Join(dir, "out"), "--jobmanager", string(m[2])).CombinedOutput()
+	if err != nil {
+		t.Fatalf("run counts on the local cluster: %v\n%s", err, res)
+	}
+	checkCounts(t, committed(t, filepath.Join(dir, "out")), 3000, 5)
+	if res, err := exec.Command(bin, "cluster", "stop", "--state-dir", state).CombinedOutput(); err != nil {
+		t.Fatalf("clusterjob cluster stop: %v\n%s", err, res)
+	}
+}
+
+// built is the example's binary, built once for the tests (example).
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+// example builds the example (once) and returns its binary.
+func example(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "clusterjob-"); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "clusterjob")
+		if out, err := exec.Command("go", "build", "-o", built.bin, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.bin
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
 }
 
 // committed are the sorted lines of the committed part files of dir.

@@ -230,6 +230,21 @@ func TestClusterJobRunsToTheEnd(t *testing.T) {
 	if js := jm.Jobs(); len(js) != 1 || js[0].ID() != id || js[0].Status() != "FINISHED" || len(js[0].Vertices()) == 0 {
 		t.Errorf("REST jobs = %v", js)
 	}
+	// Each vertex's subtasks name the TaskManager the placement put them
+	// on, with its data address (GET /jobs/{id}/vertices/{vid}).
+	p := run.Placement()
+	for _, v := range run.Vertices() {
+		var vid int
+		fmt.Sscan(v.ID, &vid)
+		for s, st := range v.Subtasks {
+			if w := p.Worker(vid, s); st.TaskManager != w || st.Endpoint != p.Workers[w] || w == "" || st.Status != rest.TaskFinished || st.StartTime.IsZero() {
+				t.Errorf("vertex %s subtask %d: %+v, placed on %q at %q", v.ID, s, st, w, p.Workers[w])
+			}
+		}
+		if len(v.Subtasks) != v.Parallelism {
+			t.Errorf("vertex %s: %d subtasks, parallelism %d", v.ID, len(v.Subtasks), v.Parallelism)
+		}
+	}
 	list, err := cl.List(context.Background())
 	if err != nil || len(list) != 1 || list[0].ID != id || list[0].LastCheckpoint == 0 {
 		t.Errorf("List = %+v, %v", list, err)
