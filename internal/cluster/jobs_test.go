@@ -196,6 +196,20 @@ func TestClusterJobRunsToTheEnd(t *testing.T) {
 		ms := members(jm)
 		return ms["tm1"].FreeSlots == 0 && ms["tm2"].FreeSlots == 0
 	})
+	// While it runs, every subtask reports running on its TaskManager.
+	jm.mu.Lock()
+	run := jm.jobs[id]
+	jm.mu.Unlock()
+	eventually(t, "every subtask runs on a TaskManager", func() bool {
+		for _, v := range run.Vertices() {
+			for _, st := range v.Subtasks {
+				if st.Status != rest.TaskRunning || (st.TaskManager != "tm1" && st.TaskManager != "tm2") {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	st := waitJob(t, cl, id, 60*time.Second)
 	if st.State != "FINISHED" || st.Restarts != 0 || st.Note != "" {
 		t.Fatalf("job ended %+v", st)
@@ -221,9 +235,6 @@ func TestClusterJobRunsToTheEnd(t *testing.T) {
 	}
 	// The subtasks were spread over both TaskManagers; the REST view has
 	// the job.
-	jm.mu.Lock()
-	run := jm.jobs[id]
-	jm.mu.Unlock()
 	if p := run.Placement(); len(p.Workers) != 2 || p.Worker(0, 0) == p.Worker(0, 1) {
 		t.Errorf("placement = %+v", p)
 	}
