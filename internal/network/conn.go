@@ -155,8 +155,8 @@ const (
 
 // sentBuf is a buffer of a batch, to give back to its channel once written.
 type sentBuf struct {
-	o   *outChan
-	buf []byte
+	o  *outChan
+	it outItem
 }
 
 // writeBatch is writeLoop's scratch: the frames gathered for one write.
@@ -191,9 +191,9 @@ func (c *conn) writeLoop() {
 	var ctrl []byte
 	var order []uint32
 	var b writeBatch
-	// Headers are at most frameHeaderLen+eventBodyLen bytes; reserving the
-	// whole batch's worth keeps vec's slices into hdrs valid.
-	b.hdrs = make([]byte, 0, (maxBatchItems+1)*(frameHeaderLen+eventBodyLen))
+	// Headers are at most frameHeaderLen+maxEventBodyLen bytes; reserving
+	// the whole batch's worth keeps vec's slices into hdrs valid.
+	b.hdrs = make([]byte, 0, (maxBatchItems+1)*(frameHeaderLen+maxEventBodyLen))
 	for {
 		select {
 		case <-c.wake:
@@ -273,7 +273,7 @@ func (c *conn) flushBatch(b *writeBatch) error {
 	for _, s := range b.sent {
 		o := s.o
 		o.mu.Lock()
-		o.recycle(s.buf)
+		o.release(s.it)
 		if !o.inReady && o.conn == c && o.box.Available() {
 			o.inReady = true
 			c.pushReady(o)
@@ -315,12 +315,13 @@ func (c *conn) gather(o *outChan, b *writeBatch) {
 		binary.BigEndian.PutUint32(h[frameHeaderLen:], uint32(backlog))
 		b.vec = append(b.vec, h, it.buf)
 		b.n += len(h) + len(it.buf)
-		b.sent = append(b.sent, sentBuf{o: o, buf: it.buf})
+		b.sent = append(b.sent, sentBuf{o: o, it: it})
 		o.m.BuffersOut.Add(1)
 		o.m.BytesOut.Add(int64(len(it.buf)))
 	} else {
-		h := b.header(frameHeaderLen + eventBodyLen)
-		putHeader(h, 5+eventBodyLen+len(it.ev.Payload), frameEvent, id)
+		bl := it.ev.bodyLen()
+		h := b.header(frameHeaderLen + bl)
+		putHeader(h, 5+bl+len(it.ev.Payload), frameEvent, id)
 		it.ev.appendBody(h[frameHeaderLen:frameHeaderLen])
 		b.vec = append(b.vec, h)
 		b.n += len(h)

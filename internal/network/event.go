@@ -21,7 +21,11 @@ const (
 	Watermark
 	// WatermarkStatus says the producer became idle (ID 1) or active (ID 0).
 	WatermarkStatus
-	maxEventKind = WatermarkStatus
+	// BarrierAnnouncement announces barrier ID (Timestamp,
+	// AlignedTimeoutMs) queued behind data, sent ahead of that data as a
+	// priority event (Flink's EventAnnouncement).
+	BarrierAnnouncement
+	maxEventKind = BarrierAnnouncement
 )
 
 func (k EventKind) String() string {
@@ -36,6 +40,8 @@ func (k EventKind) String() string {
 		return "watermark"
 	case WatermarkStatus:
 		return "watermark-status"
+	case BarrierAnnouncement:
+		return "barrier-announcement"
 	}
 	return fmt.Sprintf("event-kind(%d)", uint8(k))
 }
@@ -51,6 +57,14 @@ type Event struct {
 	// consumer calls Resume on its InputChannel, after the snapshot, so that
 	// the consumer never buffers data during alignment.
 	Aligned bool
+	// Unaligned marks a barrier of an unaligned checkpoint, and
+	// AlignedTimeoutMs > 0 an aligned barrier (or its announcement) that
+	// switches to unaligned that long after Timestamp; both only travel.
+	Unaligned        bool
+	AlignedTimeoutMs int64
+	// Priority: the event overtook the data queued before it (set on the
+	// receiving side for an event sent with EmitPriority).
+	Priority bool
 	// Payload, at most MaxEventPayload bytes, travels with the event (a
 	// barrier's checkpoint options across processes); nil for none. The
 	// channel keeps it until sent: the caller must not change it.
@@ -63,10 +77,15 @@ const MaxEventPayload = 4000
 func (e Event) String() string {
 	switch e.Kind {
 	case Barrier:
-		if e.Aligned {
+		switch {
+		case e.Aligned:
 			return fmt.Sprintf("barrier(%d, aligned)", e.ID)
+		case e.Unaligned:
+			return fmt.Sprintf("barrier(%d, unaligned)", e.ID)
 		}
 		return fmt.Sprintf("barrier(%d)", e.ID)
+	case BarrierAnnouncement:
+		return fmt.Sprintf("barrier-announcement(%d)", e.ID)
 	case CancelBarrier:
 		return fmt.Sprintf("cancel-barrier(%d)", e.ID)
 	case Watermark:
@@ -77,17 +96,48 @@ func (e Event) String() string {
 	return e.Kind.String()
 }
 
+// Event flags.
+const (
+	flagAligned   = 1 << iota
+	flagPayload   // the payload follows the body
+	flagPriority  // sent as a priority event
+	flagUnaligned // an unaligned barrier
+	flagTimeout   // aligned timeout:i64 follows the fixed body
+	knownFlags    = flagAligned | flagPayload | flagPriority | flagUnaligned | flagTimeout
+)
+
+// bodyLen is the length of the event's body before its payload.
+func (e Event) bodyLen() int {
+	if e.AlignedTimeoutMs != 0 {
+		return eventBodyLen + 8
+	}
+	return eventBodyLen
+}
+
 func (e Event) appendBody(b []byte) []byte {
 	var flags byte
 	if e.Aligned {
-		flags |= 1
+		flags |= flagAligned
 	}
 	if len(e.Payload) > 0 {
-		flags |= 2
+		flags |= flagPayload
+	}
+	if e.Priority {
+		flags |= flagPriority
+	}
+	if e.Unaligned {
+		flags |= flagUnaligned
+	}
+	if e.AlignedTimeoutMs != 0 {
+		flags |= flagTimeout
 	}
 	b = append(b, byte(e.Kind), flags)
 	b = binary.BigEndian.AppendUint64(b, uint64(e.ID))
-	return binary.BigEndian.AppendUint64(b, uint64(e.Timestamp))
+	b = binary.BigEndian.AppendUint64(b, uint64(e.Timestamp))
+	if e.AlignedTimeoutMs != 0 {
+		b = binary.BigEndian.AppendUint64(b, uint64(e.AlignedTimeoutMs))
+	}
+	return b
 }
 
 func decodeEvent(b []byte) (Event, error) {
@@ -98,24 +148,34 @@ func decodeEvent(b []byte) (Event, error) {
 	if k < EndOfPartition || k > maxEventKind {
 		return Event{}, fmt.Errorf("%w: unknown event kind %d", ErrMalformed, b[0])
 	}
-	if b[1]&^3 != 0 {
-		return Event{}, fmt.Errorf("%w: unknown event flags 0x%02x", ErrMalformed, b[1])
+	f := b[1]
+	if f&^knownFlags != 0 {
+		return Event{}, fmt.Errorf("%w: unknown event flags 0x%02x", ErrMalformed, f)
 	}
-	hasPayload := b[1]&2 != 0
-	switch n := len(b) - eventBodyLen; {
-	case !hasPayload && n != 0:
-		return Event{}, fmt.Errorf("%w: event body of %d bytes, want %d", ErrMalformed, len(b), eventBodyLen)
+	body := eventBodyLen
+	if f&flagTimeout != 0 {
+		body += 8
+	}
+	hasPayload := f&flagPayload != 0
+	switch n := len(b) - body; {
+	case n < 0 || !hasPayload && n != 0:
+		return Event{}, fmt.Errorf("%w: event body of %d bytes, want %d", ErrMalformed, len(b), body)
 	case hasPayload && (n == 0 || n > MaxEventPayload):
 		return Event{}, fmt.Errorf("%w: event payload of %d bytes, want 1 to %d", ErrMalformed, n, MaxEventPayload)
 	}
 	ev := Event{
 		Kind:      k,
-		Aligned:   b[1]&1 != 0,
+		Aligned:   f&flagAligned != 0,
+		Priority:  f&flagPriority != 0,
+		Unaligned: f&flagUnaligned != 0,
 		ID:        int64(binary.BigEndian.Uint64(b[2:10])),
 		Timestamp: int64(binary.BigEndian.Uint64(b[10:18])),
 	}
+	if f&flagTimeout != 0 {
+		ev.AlignedTimeoutMs = int64(binary.BigEndian.Uint64(b[18:26]))
+	}
 	if hasPayload {
-		ev.Payload = append([]byte(nil), b[eventBodyLen:]...)
+		ev.Payload = append([]byte(nil), b[body:]...)
 	}
 	return ev, nil
 }

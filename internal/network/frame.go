@@ -26,7 +26,9 @@ const (
 	// ProtocolVersion is the version of the wire format; a peer of another
 	// version is refused in the handshake. 2: an event may carry a payload
 	// (flag bit 2: a barrier's storage URL and directory, across processes).
-	ProtocolVersion uint8 = 2
+	// 3: priority events, unaligned barriers, aligned timeouts and barrier
+	// announcements (flag bits 4, 8 and 16, event kind 6).
+	ProtocolVersion uint8 = 3
 
 	frameHeaderLen = 4 + 1 + 4
 	maxNameLen     = 1 << 12
@@ -44,7 +46,7 @@ const (
 	frameCancel                                 // (empty): the consumer gives the channel up
 	// producer → consumer
 	frameBuffer // backlog:u32 data
-	frameEvent  // kind:u8 flags:u8 id:i64 timestamp:i64 [payload, when flags&2]
+	frameEvent  // kind:u8 flags:u8 id:i64 timestamp:i64 [timeout:i64, when flags&16] [payload, when flags&2]
 	// either way
 	frameClose // (empty), channel 0: a graceful end of the connection
 	frameError // msgLen:u16 msg; channel 0 fails the whole connection
@@ -73,6 +75,9 @@ func (t frameType) String() string {
 }
 
 const eventBodyLen = 1 + 1 + 8 + 8
+
+// maxEventBodyLen is the longest event body before its payload.
+const maxEventBodyLen = eventBodyLen + 8
 
 // Handshake statuses.
 const (

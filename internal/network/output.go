@@ -14,10 +14,18 @@ import (
 // ErrFinished is returned by a write to a channel after its end of partition.
 var ErrFinished = errors.New("channel finished: end of partition already sent")
 
-// outItem is a queued buffer, or an event when buf is nil.
+// outItem is a queued buffer, or an event when buf is nil. A buffer is
+// one of the channel's, or a slice of a lent record (lent set); either
+// goes back through outChan.release once written or dropped. partial is
+// the number of bytes at the start of buf that end a record begun in an
+// earlier buffer (Flink's partial record length): a priority event that
+// overtakes the buffer leaves that record to the receiver, which has its
+// start.
 type outItem struct {
-	buf []byte
-	ev  Event
+	buf     []byte
+	lent    *lentRecord
+	partial int
+	ev      Event
 }
 
 // outChan is the untyped part of an OutputChannel, shared with the
@@ -30,8 +38,11 @@ type outChan struct {
 	mu        sync.Mutex
 	box       credit.Outbox[outItem]
 	cur       []byte   // the buffer being filled
+	curPart   int      // cur's partial (see outItem)
 	free      [][]byte // recycled buffers
 	allocated int
+	lentOut   int           // large records lent to the connection (lend)
+	lentIdle  []*lentRecord // lent records given back, for reuse
 	space     chan struct{} // rung when a buffer is recycled or the channel fails
 	conn      *conn         // the connection serving the channel; nil before the request
 	id        uint32
@@ -41,6 +52,10 @@ type outChan struct {
 	finished  bool
 	err       error
 	m         ChannelMetrics
+	// wake and onWake (SetPriorityHook): a write waiting for a free buffer
+	// calls onWake, without mu, when wake is rung.
+	wake   <-chan struct{}
+	onWake func()
 }
 
 // OutputChannel is the producing end of one logical channel: records
@@ -54,6 +69,13 @@ type outChan struct {
 type OutputChannel[T any] struct {
 	*outChan
 	enc recordEncoder[T]
+	// hand is the batch Write is writing and handAt the record it is at,
+	// for a priority event emitted while it waits (mu held to read them).
+	hand   []T
+	handTS []int64
+	handAt int
+	one    [1]T // WriteRecord's hand
+	oneTS  [1]int64
 }
 
 // NewOutput registers the output channel name on n. The consumer that
@@ -196,12 +218,112 @@ func (o *outChan) fail(err error) {
 	}
 	o.box.Drain(func(k credit.Kind, it outItem) {
 		if k == credit.Data {
-			o.recycle(it.buf)
+			o.release(it)
 		}
 	})
 	o.m.Backlog.Store(0)
 	o.unbindLocked()
 	o.mu.Unlock()
+	select {
+	case o.space <- struct{}{}:
+	default:
+	}
+}
+
+// lentRecord is the encoding of a large record, sent as it is: its whole
+// buffers go on the wire as slices of it (no copy into the channel's
+// buffers), and it comes back to the channel when the last is written.
+type lentRecord struct {
+	b   []byte
+	out int // slices of b queued or being written
+}
+
+// maxLent is the number of large records a channel lends at once: one is
+// on its way while the producer encodes the next, so the sending side
+// holds at most two encodings of a large record besides its buffers.
+const maxLent = 1
+
+// lend queues the large record p, which is *scratch's encoding: the part
+// that fits goes into the open buffer, then every whole buffer's worth as
+// a slice of p itself, and the rest into a new buffer. *scratch is
+// swapped for the encoding of an earlier record the connection gave back,
+// so the producer does not write over p while it is being sent (o.mu
+// held; released while waiting for the earlier record to go).
+func (o *outChan) lend(p []byte, scratch *[]byte) error {
+	n := copy(o.cur[len(o.cur):cap(o.cur)], p)
+	o.cur = o.cur[:len(o.cur)+n]
+	p = p[n:]
+	o.sendCur()
+	var start time.Time
+	for o.lentOut >= maxLent {
+		if o.err != nil {
+			return o.err
+		}
+		if start.IsZero() {
+			start = time.Now()
+		}
+		o.waitSpace()
+	}
+	if o.err != nil {
+		return o.err
+	}
+	if !start.IsZero() {
+		o.m.BackPressuredNanos.Add(int64(time.Since(start)))
+	}
+	var lr *lentRecord
+	if k := len(o.lentIdle); k > 0 {
+		lr, o.lentIdle = o.lentIdle[k-1], o.lentIdle[:k-1]
+	} else {
+		lr = &lentRecord{}
+	}
+	lr.b, *scratch = *scratch, lr.b[:0]
+	o.lentOut++
+	bs := o.node.opts.BufferSize
+	for len(p) >= bs {
+		// Each slice continues the record begun in the buffer sent above.
+		o.box.Push(credit.Data, outItem{buf: p[:bs:bs], lent: lr, partial: bs})
+		lr.out++
+		p = p[bs:]
+	}
+	o.m.Backlog.Store(int64(o.box.Backlog()))
+	o.notifyLocked()
+	return o.put(p, true)
+}
+
+// waitSpace waits until a buffer or a lent record comes back, the channel
+// fails or its producer gives up, calling the priority hook (see
+// SetPriorityHook) when its bell rings (o.mu held; released while
+// waiting).
+func (o *outChan) waitSpace() {
+	o.mu.Unlock()
+	select {
+	case <-o.space:
+		o.mu.Lock()
+	case <-o.wake:
+		o.onWake()
+		o.mu.Lock()
+	case <-o.done:
+		o.mu.Lock()
+		if o.err == nil {
+			o.err = fmt.Errorf("network: channel %q: %w by its producer", o.name, ErrCancelled)
+		}
+	}
+}
+
+// release takes back a data item that was sent or dropped: a buffer of
+// the channel's, or a slice of a lent record (o.mu held).
+func (o *outChan) release(it outItem) {
+	lr := it.lent
+	if lr == nil {
+		o.recycle(it.buf)
+		return
+	}
+	lr.out--
+	if lr.out > 0 {
+		return
+	}
+	o.lentOut--
+	o.lentIdle = append(o.lentIdle, lr)
 	select {
 	case o.space <- struct{}{}:
 	default:
@@ -237,16 +359,7 @@ func (o *outChan) takeBuffer() error {
 		if start.IsZero() {
 			start = time.Now()
 		}
-		o.mu.Unlock()
-		select {
-		case <-o.space:
-			o.mu.Lock()
-		case <-o.done:
-			o.mu.Lock()
-			if o.err == nil {
-				o.err = fmt.Errorf("network: channel %q: %w by its producer", o.name, ErrCancelled)
-			}
-		}
+		o.waitSpace()
 	}
 	if !start.IsZero() {
 		o.m.BackPressuredNanos.Add(int64(time.Since(start)))
@@ -254,12 +367,16 @@ func (o *outChan) takeBuffer() error {
 	return nil
 }
 
-// put appends p to the channel's byte stream, sending each buffer it fills.
-func (o *outChan) put(p []byte) error {
-	for len(p) > 0 {
+// put appends p, one record (or, with cont, the rest of one), to the
+// channel's byte stream, sending each buffer it fills.
+func (o *outChan) put(p []byte, cont bool) error {
+	for first := !cont; len(p) > 0; first = false {
 		if o.cur == nil {
 			if err := o.takeBuffer(); err != nil {
 				return err
+			}
+			if !first {
+				o.curPart = min(len(p), cap(o.cur))
 			}
 		}
 		n := copy(o.cur[len(o.cur):cap(o.cur)], p)
@@ -277,8 +394,8 @@ func (o *outChan) sendCur() {
 	if len(o.cur) == 0 {
 		return
 	}
-	o.box.Push(credit.Data, outItem{buf: o.cur})
-	o.cur = nil
+	o.box.Push(credit.Data, outItem{buf: o.cur, partial: o.curPart})
+	o.cur, o.curPart = nil, 0
 	o.m.Backlog.Store(int64(o.box.Backlog()))
 	o.notifyLocked()
 }
@@ -329,12 +446,15 @@ func (o *OutputChannel[T]) Write(recs []T, ts []int64) error {
 	if err := o.writable(); err != nil {
 		return err
 	}
+	o.hand, o.handTS = recs, ts
+	defer func() { o.hand, o.handTS, o.handAt = nil, nil, 0 }()
 	for i, r := range recs {
 		t := NoTimestamp
 		if ts != nil {
 			t = ts[i]
 		}
-		if err := o.put(o.enc.encode(r, t)); err != nil {
+		o.handAt = i
+		if err := o.write(r, t); err != nil {
 			return err
 		}
 	}
@@ -349,11 +469,45 @@ func (o *OutputChannel[T]) WriteRecord(rec T, ts int64) error {
 	if err := o.writable(); err != nil {
 		return err
 	}
-	if err := o.put(o.enc.encode(rec, ts)); err != nil {
+	o.one[0] = rec
+	o.hand = o.one[:]
+	if ts != NoTimestamp {
+		o.oneTS[0] = ts
+		o.handTS = o.oneTS[:]
+	}
+	defer func() {
+		var zero T
+		o.one[0], o.hand, o.handTS = zero, nil, nil
+	}()
+	if err := o.write(rec, ts); err != nil {
 		return err
 	}
 	o.leaveOpen()
 	return nil
+}
+
+// write encodes one record (o.mu held): straight into the open buffer
+// when it fits there, else through the encoder's scratch, copied into
+// buffers, or, for a record that fills whole buffers, lent to the
+// connection as it is (lend).
+func (o *OutputChannel[T]) write(r T, ts int64) error {
+	if o.cur == nil {
+		if err := o.takeBuffer(); err != nil {
+			return err
+		}
+	}
+	if b, ok := o.enc.encodeInto(o.cur, r, ts); ok {
+		o.cur = b
+		if len(o.cur) == cap(o.cur) {
+			o.sendCur()
+		}
+		return nil
+	}
+	p := o.enc.encode(r, ts)
+	if len(p) >= 2*o.node.opts.BufferSize {
+		return o.lend(p, &o.enc.scratch)
+	}
+	return o.put(p, false)
 }
 
 // Flush queues the partly filled buffer, if any, for sending.
@@ -383,6 +537,7 @@ func (o *outChan) Emit(ev Event) error {
 		return err
 	}
 	o.sendCur()
+	ev.Priority = false
 	kind := credit.Event
 	if ev.Kind == Barrier && ev.Aligned {
 		kind = credit.BlockingEvent
@@ -393,6 +548,107 @@ func (o *outChan) Emit(ev Event) error {
 	o.box.Push(kind, outItem{ev: ev})
 	o.notifyLocked()
 	return nil
+}
+
+// SetPriorityHook makes a Write or WriteRecord that waits for a free
+// buffer call f, on the writing goroutine, whenever wake is rung: f may
+// call EmitPriority, which then overtakes the rest of the batch being
+// written too. Call it before the first write.
+func (o *OutputChannel[T]) SetPriorityHook(wake <-chan struct{}, f func()) {
+	o.mu.Lock()
+	o.wake, o.onWake = wake, f
+	o.mu.Unlock()
+}
+
+// EmitPriority sends ev as a priority event (Flink's priority events: an
+// unaligned barrier, a barrier announcement): ahead of every buffer not
+// sent yet, without credit. With collect it returns the records ev
+// overtook, in order, which are the sender's output channel state of an
+// unaligned barrier: those whose first byte is in a buffer not sent yet
+// (queued or being filled), then, when called from the hook of a Write
+// waiting for a buffer, the rest of that Write's batch. A record begun in
+// a buffer already sent is the receiver's: it has its start. Those
+// records are still sent, behind ev.
+func (o *OutputChannel[T]) EmitPriority(ev Event, collect bool) (recs []T, ts []int64, err error) {
+	if ev.Kind < EndOfPartition || ev.Kind > maxEventKind || ev.Kind == EndOfPartition {
+		return nil, nil, fmt.Errorf("network: channel %q: %s cannot be a priority event", o.name, ev.Kind)
+	}
+	if len(ev.Payload) > MaxEventPayload {
+		return nil, nil, fmt.Errorf("network: channel %q: event payload of %d bytes, want at most %d", o.name, len(ev.Payload), MaxEventPayload)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err := o.writable(); err != nil {
+		return nil, nil, err
+	}
+	ev.Priority = true
+	if !collect {
+		o.box.PushPriority(outItem{ev: ev}, nil)
+		o.notifyLocked()
+		return nil, nil, nil
+	}
+	d := recordDecoder[T]{c: o.enc.c}
+	skipping := true // the partial record of the first buffers
+	var derr error
+	take := func(buf []byte, partial int) {
+		if derr != nil {
+			return
+		}
+		if skipping {
+			if partial >= len(buf) && partial > 0 {
+				return // the record goes on in the next buffer
+			}
+			buf, skipping = buf[partial:], false
+		}
+		if derr = d.decode(buf); derr == nil {
+			r, t := d.batch()
+			recs, ts = appendRecords(recs, ts, r, t)
+		}
+	}
+	o.box.PushPriority(outItem{ev: ev}, func(k credit.Kind, it outItem) {
+		if k == credit.Data {
+			take(it.buf, it.partial)
+		}
+	})
+	if len(o.cur) > 0 {
+		take(o.cur, o.curPart)
+	}
+	if derr != nil {
+		return nil, nil, fmt.Errorf("network: channel %q: decode the records a priority event overtook: %w", o.name, derr)
+	}
+	// What the decoder holds back is the start of the record Write is
+	// at, which is in hand.
+	if o.hand != nil {
+		var ht []int64
+		if o.handTS != nil {
+			ht = o.handTS[o.handAt:]
+		}
+		recs, ts = appendRecords(recs, ts, o.hand[o.handAt:], ht)
+	}
+	o.notifyLocked()
+	return recs, ts, nil
+}
+
+// appendRecords appends recs (with ts, nil for none) to dst and dts, which
+// stays nil until a record has a timestamp.
+func appendRecords[T any](dst []T, dts []int64, recs []T, ts []int64) ([]T, []int64) {
+	if ts != nil && dts == nil {
+		dts = make([]int64, len(dst), len(dst)+len(ts))
+		for i := range dts {
+			dts[i] = NoTimestamp
+		}
+	}
+	dst = append(dst, recs...)
+	switch {
+	case dts == nil:
+	case ts == nil:
+		for range recs {
+			dts = append(dts, NoTimestamp)
+		}
+	default:
+		dts = append(dts, ts...)
+	}
+	return dst, dts
 }
 
 // Close abandons the channel: its queued data is dropped, a consumer that

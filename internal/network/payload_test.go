@@ -66,7 +66,8 @@ func TestDecodeEventPayload(t *testing.T) {
 		{body(0, 1), "event body of 19 bytes, want 18"},
 		{body(2, 0), "event payload of 0 bytes, want 1 to 4000"},
 		{body(2, MaxEventPayload+1), "event payload of 4001 bytes"},
-		{body(4, 0), "unknown event flags 0x04"},
+		{body(0x20, 0), "unknown event flags 0x20"},
+		{body(0x10, 4), "event body of 22 bytes, want 26"}, // a timeout without its 8 bytes
 	} {
 		if _, err := decodeEvent(tc.b); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("decodeEvent(flags %#x, %d bytes) = %v, want %q", tc.b[1], len(tc.b), err, tc.want)

@@ -107,7 +107,8 @@ func TestGate(t *testing.T) {
 
 // TestOutbox runs testdata/outbox/*. Commands:
 //
-//	push kind=(data|event|blocking) [n=count]
+//	push kind=(data|event|blocking|priority) [n=count]
+//	prioritize item=n   converts queued event #n to a priority event
 //	credit n=n
 //	resume
 //	pop [max=n]   pops while available, at most max items (default all)
@@ -123,13 +124,23 @@ func TestOutbox(t *testing.T) {
 			case "push":
 				var kind string
 				td.ScanArgs(t, "kind", &kind)
-				k := map[string]Kind{"data": Data, "event": Event, "blocking": BlockingEvent}[kind]
+				k := map[string]Kind{"data": Data, "event": Event, "blocking": BlockingEvent, "priority": PriorityEvent}[kind]
 				if k == 0 {
 					t.Fatalf("%s: unknown kind %q", td.Pos, kind)
 				}
 				for range intArg(t, td, "n", 1) {
 					seq++
+					if k == PriorityEvent {
+						o.PushPriority(seq, func(k Kind, v int) { fmt.Fprintf(&b, "overtook #%d %s\n", v, k) })
+						continue
+					}
 					o.Push(k, seq)
+				}
+			case "prioritize":
+				n := intArg(t, td, "item", 0)
+				ok := o.Prioritize(func(v int) bool { return v == n }, n, func(k Kind, v int) { fmt.Fprintf(&b, "overtook #%d %s\n", v, k) })
+				if !ok {
+					fmt.Fprintf(&b, "#%d is not queued\n", n)
 				}
 			case "credit":
 				err = o.AddCredit(intArg(t, td, "n", 0))
@@ -151,6 +162,9 @@ func TestOutbox(t *testing.T) {
 				fmt.Fprintf(&b, "error: %v\n", err)
 			}
 			fmt.Fprintf(&b, "queued=%d backlog=%d credit=%d blocked=%t available=%t", o.Queued(), o.Backlog(), o.Credit(), o.Blocked(), o.Available())
+			if o.Priority() > 0 {
+				fmt.Fprintf(&b, " priority=%d", o.Priority())
+			}
 			return b.String()
 		})
 	})

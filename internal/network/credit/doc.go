@@ -13,7 +13,12 @@
 // The sending side is an Outbox per channel: data buffers and events
 // queued in order; a buffer goes out only with credit, an event needs none
 // but never overtakes the data before it, and an aligned barrier blocks
-// the channel until the receiver resumes it.
+// the channel until the receiver resumes it. A priority event (an
+// unaligned barrier or a barrier announcement, Flink's priority events)
+// overtakes everything not sent yet, needs no credit and is not held by
+// the block: PushPriority reports the items it overtook (the sender's
+// output channel state), and Prioritize converts a queued aligned barrier
+// at its timeout.
 //
 // # Usage
 //
