@@ -21,6 +21,7 @@ import (
 
 	"github.com/weirstream/weir/internal/cluster"
 	"github.com/weirstream/weir/internal/config"
+	"github.com/weirstream/weir/internal/deploy"
 	"github.com/weirstream/weir/internal/metrics/promexport"
 	"github.com/weirstream/weir/internal/network"
 	"github.com/weirstream/weir/internal/rest"
@@ -89,7 +90,7 @@ func countSet(s ...string) int {
 	return n
 }
 
-func newJobManagerCommand() *cobra.Command {
+func newJobManagerCommand(jobs deploy.Registry) *cobra.Command {
 	var (
 		cf                controlFlags
 		haf               haFlags
@@ -123,7 +124,7 @@ TaskManagers join or leave. See docs/cluster.md.`,
 			jmOpts := cluster.JobManagerOptions{
 				Address: rpcAddr, Token: token, TLS: files,
 				HeartbeatInterval: interval, HeartbeatTimeout: timeout, Logger: log,
-				Jobs: bundledJobs(), SlotRequestTimeout: slotTimeout,
+				Jobs: jobs, SlotRequestTimeout: slotTimeout,
 				SchedulerMode: rf.mode, Reactive: rf.options(),
 			}
 			if haf.haEnabled() { // ha.go
@@ -222,7 +223,7 @@ func checkScheduler(mode string) error {
 	return nil
 }
 
-func newTaskManagerCommand() *cobra.Command {
+func newTaskManagerCommand(jobs deploy.Registry) *cobra.Command {
 	var (
 		cf                      controlFlags
 		haf                     haFlags
@@ -274,7 +275,7 @@ it loses its JobManager. See docs/cluster.md.`,
 				return fmt.Errorf("--data-address: %w", err)
 			}
 			opts.DataAddress = advertised(node.Addr())
-			opts.Node, opts.Jobs = node, bundledJobs()
+			opts.Node, opts.Jobs = node, jobs
 			tm, err := cluster.NewTaskManager(opts)
 			if err != nil {
 				return err

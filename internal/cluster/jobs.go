@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,7 +59,12 @@ type jobRun struct {
 	cancelling bool
 	exceptions []rest.ExceptionInfo // newest first
 	placement  deploy.Placement     // the current attempt's
-	loggedWait string
+	deployedAt time.Time            // when the current attempt was deployed
+	// tasks are the statuses the current attempt's tasks reported
+	// ("<vertex>-<subtask>": RUNNING, FAILED), for the REST subtasks.
+	tasks        map[string]rest.TaskStatus
+	tasksAttempt int // the attempt of tasks
+	loggedWait   string
 	// failTask and failAt are the task and TaskManager of the current
 	// attempt's first failure, for its ExceptionInfo.
 	failTask, failAt string
@@ -356,7 +362,7 @@ func (r *jobRun) status() JobStatus {
 func (r *jobRun) deployed(attempt int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.attempt = attempt
+	r.attempt, r.deployedAt = attempt, r.jm.opts.Now()
 	r.note = r.standing
 	if !r.state.Terminal() {
 		r.state = rest.JobRunning
@@ -468,14 +474,40 @@ func (r *jobRun) Vertices() []rest.VertexInfo {
 	}
 	r.mu.Lock()
 	plan := r.plan
+	p, attempt, deployedAt := r.placement, r.attempt, r.deployedAt
+	reported := maps.Clone(r.tasks)
 	r.mu.Unlock()
+	end := r.EndTime()
 	out := make([]rest.VertexInfo, len(plan.Vertices))
 	for i, v := range plan.Vertices {
 		out[i] = rest.VertexInfo{ID: strconv.Itoa(v.ID), Name: v.Name, Parallelism: v.Parallelism,
-			MaxParallelism: cmp.Or(v.MaxParallelism, plan.MaxParallelism), Status: ts, StartTime: r.submitted, EndTime: r.EndTime(),
-			Metrics: rest.IOMetrics{BytesUnknown: true}}
+			MaxParallelism: cmp.Or(v.MaxParallelism, plan.MaxParallelism), Status: ts, StartTime: r.submitted, EndTime: end,
+			Metrics: rest.IOMetrics{BytesUnknown: true}, Subtasks: make([]rest.SubtaskInfo, v.Parallelism)}
+		// Where the current (or last) attempt placed each subtask.
+		for s := range v.Parallelism {
+			w := p.Worker(v.ID, s)
+			out[i].Subtasks[s] = rest.SubtaskInfo{Status: subtaskStatus(ts, reported[fmt.Sprintf("%d-%d", v.ID, s)]),
+				Attempt: attempt, TaskManager: w, Endpoint: p.Workers[w],
+				StartTime: deployedAt, EndTime: end, Metrics: rest.IOMetrics{BytesUnknown: true}}
+		}
 	}
 	return out
+}
+
+// subtaskStatus is a subtask's status from the job's (ts) and what the
+// subtask reported in the current attempt: while the job runs, DEPLOYING
+// until the subtask reports running; the one that failed FAILED while the
+// job fails or restarts.
+func subtaskStatus(ts, reported rest.TaskStatus) rest.TaskStatus {
+	switch {
+	case ts == rest.TaskRunning && reported == "":
+		return rest.TaskDeploying
+	case ts == rest.TaskRunning:
+		return reported
+	case reported == rest.TaskFailed && (ts == rest.TaskFailed || ts == rest.TaskScheduled):
+		return rest.TaskFailed
+	}
+	return ts
 }
 
 // Placement is where the current (or last) attempt's subtasks run.
@@ -549,8 +581,9 @@ type statusGateway struct {
 func (g *statusGateway) Deploy(ctx context.Context, req jobmaster.DeployRequest, l jobmaster.Listener) ([]jobmaster.TaskInfo, error) {
 	g.run.mu.Lock()
 	g.run.failTask, g.run.failAt = "", ""
+	g.run.tasks, g.run.tasksAttempt = map[string]rest.TaskStatus{}, req.Attempt
 	g.run.mu.Unlock()
-	tasks, err := g.TaskGateway.Deploy(ctx, req, failureListener{Listener: l, run: g.run})
+	tasks, err := g.TaskGateway.Deploy(ctx, req, failureListener{Listener: l, run: g.run, attempt: req.Attempt})
 	if err == nil {
 		g.run.reactiveDeployed(req)
 		g.run.deployed(req.Attempt)
@@ -563,12 +596,23 @@ func (g *statusGateway) Deploy(ctx context.Context, req jobmaster.DeployRequest,
 // a lost TaskManager's failure names no task).
 type failureListener struct {
 	jobmaster.Listener
-	run *jobRun
+	run     *jobRun
+	attempt int
 }
 
 func (l failureListener) Report(r jobmaster.Report) {
+	if t, ok := r.(jobmaster.TaskRunning); ok {
+		l.run.mu.Lock()
+		if l.attempt == l.run.tasksAttempt && l.run.tasks[t.Task] == "" {
+			l.run.tasks[t.Task] = rest.TaskRunning
+		}
+		l.run.mu.Unlock()
+	}
 	if f, ok := r.(jobmaster.TaskFailed); ok {
 		l.run.mu.Lock()
+		if f.Task != "" && l.attempt == l.run.tasksAttempt {
+			l.run.tasks[f.Task] = rest.TaskFailed
+		}
 		if l.run.failTask == "" && l.run.failAt == "" {
 			l.run.failTask = f.Task
 			if f.Operator != "" {
