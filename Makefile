@@ -10,7 +10,7 @@ SHELL := /bin/bash
 GOFMT = $(shell GOTOOLCHAIN=$(GOTOOLCHAIN) $(GO) env GOROOT)/bin/gofmt
 
 # Packages whose goroutines talk to each other: tested with the race detector.
-RACE_PKGS := ./internal/runtime/... ./connectors/... ./codec/... .
+RACE_PKGS := ./internal/runtime/... ./internal/network/... ./internal/cluster/... ./internal/deploy/... ./internal/jobmaster/... ./connectors/... ./codec/... .
 
 .PHONY: all build demo test ci test-short test-tcp vet fmt bench bench-pgo pgo nexmark clean proto
 

@@ -40,9 +40,31 @@ func (e *Environment) Deployable(jobName string) (deploy.Job, error) {
 		return nil, err
 	}
 	d := &deployable{e: e, opts: opts, name: jobName, jg: jg, stores: runtime.NewStoreCache(),
-		logger: opts.Logger.With("job", opts.JobID)}
+		logger: opts.Logger.With("job", opts.JobID), fam: new(deployFamily)}
 	d.plan = d.makePlan()
 	return d, nil
+}
+
+// Rescaled implements deploy.Job: the program compiled again with n as
+// its default parallelism and the parallelism an operator sets itself
+// capped at n (reactive mode). It shares the receiver's lock, restart veto
+// and store cache; compiling resolves the edges' partitioners on the
+// Environment, so only the latest build of a program may Build.
+func (d *deployable) Rescaled(n int) (deploy.Job, error) {
+	if n < 1 || n > d.opts.MaxParallelism {
+		return nil, fmt.Errorf("weir: job %q: parallelism %d is not in 1..%d (Options.MaxParallelism)", d.name, n, d.opts.MaxParallelism)
+	}
+	opts := d.opts
+	opts.Parallelism, opts.capParallelism = n, true
+	d.fam.mu.Lock()
+	defer d.fam.mu.Unlock()
+	jg, err := compile(d.e, opts, d.name)
+	if err != nil {
+		return nil, err
+	}
+	r := &deployable{e: d.e, opts: opts, name: d.name, jg: jg, stores: d.stores, logger: d.logger, fam: d.fam}
+	r.plan = r.makePlan()
+	return r, nil
 }
 
 // prepareJob makes the checks of ExecuteAsync and compiles the graph.
@@ -101,7 +123,13 @@ type deployable struct {
 	stores *runtime.StoreCache
 	logger *slog.Logger
 
-	mu   sync.Mutex // one Build or Prepare at a time: they reset the nodes
+	fam *deployFamily // shared with the builds at other parallelisms (Rescaled)
+}
+
+// deployFamily is what the builds of one program at several parallelisms
+// share.
+type deployFamily struct {
+	mu   sync.Mutex // one Build, Prepare or Rescaled at a time: they reset the nodes
 	veto *restart.Vetoable
 }
 
@@ -112,9 +140,21 @@ func (d *deployable) makePlan() deploy.Plan {
 	p := deploy.Plan{Job: d.name, MaxParallelism: d.opts.MaxParallelism, Fingerprint: d.fingerprint(), Prepare: d.prepare}
 	for _, v := range d.jg.Vertices {
 		p.Vertices = append(p.Vertices, deploy.Vertex{ID: int(v.ID), Name: v.Name, Parallelism: v.Parallelism,
-			Source: d.jg.Stream.Nodes[v.Head].Kind == graph.Source})
+			MaxParallelism: d.vertexMaxParallelism(v), Source: d.jg.Stream.Nodes[v.Head].Kind == graph.Source})
 	}
 	return p
+}
+
+// vertexMaxParallelism is the most subtasks v may get rescaled: the least
+// parallelism one of its operators sets itself, else the max parallelism.
+func (d *deployable) vertexMaxParallelism(v graph.Vertex) int {
+	n := d.opts.MaxParallelism
+	for _, id := range v.Nodes {
+		if p := d.e.nodes[id].base().parallelism; p > 0 {
+			n = min(n, p)
+		}
+	}
+	return n
 }
 
 // fingerprint hashes what two processes must agree on to exchange records
@@ -159,9 +199,9 @@ func (d *deployable) Master() (jobmaster.Options, error) {
 	jmOpts.OnFailure = func(err error, restarting bool) {
 		logger.Warn("the job failed", "err", err, "restarting", restarting)
 	}
-	d.mu.Lock()
-	d.veto = veto
-	d.mu.Unlock()
+	d.fam.mu.Lock()
+	d.fam.veto = veto
+	d.fam.mu.Unlock()
 	return jmOpts, nil
 }
 
@@ -171,8 +211,8 @@ func (d *deployable) prepare(ctx context.Context, restore *jobmaster.Restored) e
 	if restore == nil {
 		return nil
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.fam.mu.Lock()
+	defer d.fam.mu.Unlock()
 	restore, err := d.openRestore(restore)
 	if err != nil {
 		return err
@@ -193,10 +233,11 @@ func (d *deployable) prepare(ctx context.Context, restore *jobmaster.Restored) e
 }
 
 // vetoRestart vetoes the restart of a failure no restart can cure, when
-// this process runs the job's JobMaster (Master was called). d.mu is held.
+// this process runs the job's JobMaster (Master was called). d.fam.mu is
+// held.
 func (d *deployable) vetoRestart() {
-	if d.veto != nil {
-		d.veto.Veto()
+	if d.fam.veto != nil {
+		d.fam.veto.Veto()
 	}
 }
 
@@ -245,8 +286,8 @@ func (d *deployable) checkPlacement(self string, p deploy.Placement) error {
 // Build implements deploy.Job.
 func (d *deployable) Build(self string, p deploy.Placement, node *network.Node) jobmaster.BuildFunc {
 	return func(ctx context.Context, attempt int, restore *jobmaster.Restored, resp runtime.Responder) (*jobmaster.Deployment, error) {
-		d.mu.Lock()
-		defer d.mu.Unlock()
+		d.fam.mu.Lock()
+		defer d.fam.mu.Unlock()
 		if err := d.checkPlacement(self, p); err != nil {
 			return nil, err
 		}
@@ -267,7 +308,7 @@ func (d *deployable) Build(self string, p deploy.Placement, node *network.Node) 
 		}
 		logger := d.logger.With("worker", self)
 		x := runtime.NewExchange(node, d.stores, logger)
-		tasks, stop, err := d.e.build(ctx, buildSpec{opts: opts, jg: d.jg, logger: logger, veto: d.veto,
+		tasks, stop, err := d.e.build(ctx, buildSpec{opts: opts, jg: d.jg, logger: logger, veto: d.fam.veto,
 			self: self, place: &p, remote: x}, attempt, restore, resp)
 		if err != nil {
 			x.Close()

@@ -125,7 +125,10 @@ func (e *Environment) addEdge(ed edge) {
 func (e *Environment) streamGraph(opts Options) *graph.StreamGraph {
 	sg := &graph.StreamGraph{MaxParallelism: opts.MaxParallelism}
 	par := func(b *nodeBase) int {
-		if b.parallelism > 0 {
+		switch {
+		case b.parallelism > 0 && opts.capParallelism:
+			return min(b.parallelism, opts.Parallelism)
+		case b.parallelism > 0:
 			return b.parallelism
 		}
 		return opts.Parallelism

@@ -46,6 +46,9 @@ type Options struct {
 	// localJobDir is this process's directory under LocalStateDir (set
 	// by ExecuteAsync).
 	localJobDir string
+	// capParallelism caps the parallelism an operator sets itself at
+	// Parallelism (set by a Deployable's Rescaled: reactive mode).
+	capParallelism bool
 	// JobID identifies the job in logs and to connectors. Default: the job
 	// name given to Execute.
 	JobID string

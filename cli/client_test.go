@@ -106,7 +106,7 @@ func (s *syncBuffer) String() string {
 // runClient runs weir with args in process, as main does.
 func runClient(args ...string) (stdout, stderr string, err error) {
 	var o, e syncBuffer
-	root := newRootCommand()
+	root := newRootCommand("weir", jobSpecs)
 	root.SetOut(&o)
 	root.SetErr(&e)
 	root.SetArgs(args)
@@ -220,7 +220,7 @@ func TestClientWaitShowsProgress(t *testing.T) {
 	_, wc, url := clientFixture(t, rest.Options{})
 	wc.Hold()
 	var o, e syncBuffer
-	root := newRootCommand()
+	root := newRootCommand("weir", jobSpecs)
 	root.SetOut(&o)
 	root.SetErr(&e)
 	root.SetArgs([]string{"checkpoint", "wordcount", "--jobmanager", url})

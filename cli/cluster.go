@@ -21,6 +21,7 @@ import (
 
 	"github.com/weirstream/weir/internal/cluster"
 	"github.com/weirstream/weir/internal/config"
+	"github.com/weirstream/weir/internal/deploy"
 	"github.com/weirstream/weir/internal/metrics/promexport"
 	"github.com/weirstream/weir/internal/network"
 	"github.com/weirstream/weir/internal/rest"
@@ -89,7 +90,7 @@ func countSet(s ...string) int {
 	return n
 }
 
-func newJobManagerCommand() *cobra.Command {
+func newJobManagerCommand(jobs deploy.Registry) *cobra.Command {
 	var (
 		cf                controlFlags
 		haf               haFlags
@@ -97,6 +98,7 @@ func newJobManagerCommand() *cobra.Command {
 		restToken         string
 		interval, timeout time.Duration
 		slotTimeout       time.Duration
+		rf                reactiveFlags
 	)
 	c := &cobra.Command{
 		Use:   "jobmanager",
@@ -106,17 +108,24 @@ the control plane (--rpc-address); jobs submitted by name (weir run NAME
 --jobmanager ADDR) run their JobMaster here and their tasks on the
 TaskManagers' slots, and restart from their latest checkpoint on the
 remaining slots when a TaskManager is lost. Its REST API lists the
-TaskManagers and the jobs (/taskmanagers, /jobs). See docs/cluster.md.`,
+TaskManagers and the jobs (/taskmanagers, /jobs). With --scheduler
+reactive (Flink's reactive mode) every job runs at the parallelism the
+registered slots allow and rescales from its latest checkpoint when
+TaskManagers join or leave. See docs/cluster.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			token, files, log, err := cf.prepare(cmd)
 			if err != nil {
 				return err
 			}
+			if err := checkScheduler(rf.mode); err != nil {
+				return err
+			}
 			jmOpts := cluster.JobManagerOptions{
 				Address: rpcAddr, Token: token, TLS: files,
 				HeartbeatInterval: interval, HeartbeatTimeout: timeout, Logger: log,
-				Jobs: bundledJobs(), SlotRequestTimeout: slotTimeout,
+				Jobs: jobs, SlotRequestTimeout: slotTimeout,
+				SchedulerMode: rf.mode, Reactive: rf.options(),
 			}
 			if haf.haEnabled() { // ha.go
 				return runHAJobManager(&haf, jmOpts, restAddr, restToken, log)
@@ -148,6 +157,9 @@ TaskManagers and the jobs (/taskmanagers, /jobs). See docs/cluster.md.`,
 				return err
 			}
 			fmt.Fprintf(os.Stderr, "weir: JobManager RPC on %s (session %s, heartbeat every %v, timeout %v)\n", jm.Addr(), jm.Session(), interval, timeout)
+			if rf.mode == cluster.SchedulerReactive {
+				fmt.Fprintln(os.Stderr, "weir: reactive mode: each job runs at the parallelism of the free slots and rescales when TaskManagers join or leave")
+			}
 			var wg sync.WaitGroup
 			if srv != nil {
 				wg.Add(1)
@@ -179,12 +191,39 @@ TaskManagers and the jobs (/taskmanagers, /jobs). See docs/cluster.md.`,
 	c.Flags().DurationVar(&interval, "heartbeat-interval", cluster.DefaultHeartbeatInterval, "how often the JobManager asks each TaskManager for a heartbeat")
 	c.Flags().DurationVar(&timeout, "heartbeat-timeout", cluster.DefaultHeartbeatTimeout, "a TaskManager silent for this long is dropped (and one whose connection breaks, at once)")
 	c.Flags().DurationVar(&slotTimeout, "slot-request-timeout", cluster.DefaultSlotRequestTimeout, "a job attempt fails when too few slots are free for this long (Flink's slot.request.timeout)")
+	rf.register(c)
 	cf.register(c)
 	haf.register(c)
 	return c
 }
 
-func newTaskManagerCommand() *cobra.Command {
+// reactiveFlags are the JobManager's flags of its scheduler mode.
+type reactiveFlags struct {
+	mode                string
+	minIncrease         int
+	stabilization, wait time.Duration
+}
+
+func (f *reactiveFlags) register(c *cobra.Command) {
+	c.Flags().StringVar(&f.mode, "scheduler", cluster.SchedulerDefault, `scheduler mode (Flink's scheduler-mode): "default" runs each job at the parallelism of its flags; "reactive" runs it at the parallelism of the free slots, up to its max parallelism, and rescales it from its latest checkpoint when TaskManagers join or leave (a job's --parallelism is ignored)`)
+	c.Flags().IntVar(&f.minIncrease, "min-parallelism-increase", 1, "reactive mode: a running job scales up once its cumulative parallelism (the sum over its vertices) would grow by this much")
+	c.Flags().DurationVar(&f.stabilization, "resource-stabilization-timeout", 0, "reactive mode: how long the slots must stay unchanged before a job starts on fewer slots than it could use, or scales up (0: at once)")
+	c.Flags().DurationVar(&f.wait, "resource-wait-timeout", 0, "reactive mode: a job attempt fails when no slot is free for this long (0 or negative: wait for ever)")
+}
+
+func (f *reactiveFlags) options() cluster.ReactiveOptions {
+	return cluster.ReactiveOptions{MinParallelismIncrease: f.minIncrease, StabilizationTimeout: f.stabilization, WaitTimeout: max(f.wait, 0)}
+}
+
+// checkScheduler checks the value of --scheduler.
+func checkScheduler(mode string) error {
+	if mode != cluster.SchedulerDefault && mode != cluster.SchedulerReactive {
+		return fmt.Errorf("--scheduler is %q: use %s or %s (Flink's scheduler-mode)", mode, cluster.SchedulerDefault, cluster.SchedulerReactive)
+	}
+	return nil
+}
+
+func newTaskManagerCommand(jobs deploy.Registry) *cobra.Command {
 	var (
 		cf                      controlFlags
 		haf                     haFlags
@@ -236,7 +275,7 @@ it loses its JobManager. See docs/cluster.md.`,
 				return fmt.Errorf("--data-address: %w", err)
 			}
 			opts.DataAddress = advertised(node.Addr())
-			opts.Node, opts.Jobs = node, bundledJobs()
+			opts.Node, opts.Jobs = node, jobs
 			tm, err := cluster.NewTaskManager(opts)
 			if err != nil {
 				return err

@@ -442,7 +442,7 @@ func TestClusterRunBadInput(t *testing.T) {
 	// another build), listing the jobs it knows.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := c.client("").Submit(ctx, "sort", nil); err == nil || !strings.Contains(err.Error(), `unknown job "sort": the bundled jobs are nexmark, wordcount`) {
+	if _, err := c.client("").Submit(ctx, "sort", nil); err == nil || !strings.Contains(err.Error(), `unknown job "sort": the known jobs are nexmark, wordcount`) {
 		t.Errorf("Submit of an unknown job: %v", err)
 	}
 }

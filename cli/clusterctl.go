@@ -50,6 +50,7 @@ func newClusterCommand() *cobra.Command {
 	}
 	var (
 		stateDir, rpcAddr, restAddr, cfg string
+		scheduler                        string
 		tms, slots                       int
 		wait                             time.Duration
 	)
@@ -64,7 +65,14 @@ func newClusterCommand() *cobra.Command {
 			if slots < 1 || slots > cluster.MaxSlots {
 				return fmt.Errorf("--slots is %d: use 1 to %d", slots, cluster.MaxSlots)
 			}
-			return clusterStart(stateDir, rpcAddr, restAddr, cfg, tms, slots, wait)
+			var jmArgs []string
+			if cmd.Flags().Changed("scheduler") {
+				if err := checkScheduler(scheduler); err != nil {
+					return err
+				}
+				jmArgs = append(jmArgs, "--scheduler", scheduler)
+			}
+			return clusterStart(stateDir, rpcAddr, restAddr, cfg, tms, slots, wait, jmArgs...)
 		},
 	}
 	start.Flags().IntVar(&tms, "taskmanagers", 1, "number of TaskManagers")
@@ -73,6 +81,7 @@ func newClusterCommand() *cobra.Command {
 	start.Flags().StringVar(&restAddr, "rest-address", rest.DefaultAddress, "the JobManager's REST API (port 0 picks a free one)")
 	start.Flags().StringVar(&cfg, "config", "", "YAML file of settings under Flink's keys, given to every process")
 	start.Flags().DurationVar(&wait, "wait", 30*time.Second, "how long to wait for every TaskManager to register")
+	start.Flags().StringVar(&scheduler, "scheduler", cluster.SchedulerDefault, `the JobManager's scheduler mode: "default" or "reactive" (jobs run at the parallelism of the free slots and rescale when TaskManagers join or leave; default: the JobManager's, or scheduler-mode of --config)`)
 	stop := &cobra.Command{
 		Use:   "stop",
 		Short: "Stop the local cluster that weir cluster start started (SIGTERM, then SIGKILL after 10 s)",
@@ -87,7 +96,9 @@ func newClusterCommand() *cobra.Command {
 	return c
 }
 
-func clusterStart(dir, rpcAddr, restAddr, cfg string, tms, slots int, wait time.Duration) error {
+// clusterStart starts the JobManager (with jmArgs besides its addresses
+// and --config) and tms TaskManagers.
+func clusterStart(dir, rpcAddr, restAddr, cfg string, tms, slots int, wait time.Duration, jmArgs ...string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("--state-dir: %w", err)
 	}
@@ -116,7 +127,7 @@ func clusterStart(dir, rpcAddr, restAddr, cfg string, tms, slots int, wait time.
 		}
 		return err
 	}
-	args := []string{"jobmanager", "--rpc-address", rpcAddr, "--rest-address", restAddr}
+	args := append([]string{"jobmanager", "--rpc-address", rpcAddr, "--rest-address", restAddr}, jmArgs...)
 	if cfg != "" {
 		args = append(args, "--config", cfg)
 	}

@@ -9,6 +9,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/weirstream/weir/internal/config"
+	"github.com/weirstream/weir/internal/deploy"
 )
 
 // TestKubernetesManifests checks what can be checked here of
@@ -16,7 +17,7 @@ import (
 // weir.yaml is valid and applies to both roles, and every flag the
 // Deployments pass exists on their command.
 func TestKubernetesManifests(t *testing.T) {
-	roles := map[string]func() *cobra.Command{"jobmanager": newJobManagerCommand, "taskmanager": newTaskManagerCommand}
+	roles := map[string]func(deploy.Registry) *cobra.Command{"jobmanager": newJobManagerCommand, "taskmanager": newTaskManagerCommand}
 	var cm struct {
 		Data map[string]string `yaml:"data"`
 	}
@@ -32,13 +33,13 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Fatalf("the ConfigMap's weir.yaml: %v", err)
 	}
 	for role, mk := range roles {
-		c := mk()
+		c := mk(bundledJobs())
 		if err := file.ApplyShared(c.Flags(), "weir "+role); err != nil {
 			t.Errorf("weir.yaml on weir %s: %v", role, err)
 		}
 	}
 	if got := func() string {
-		c := newTaskManagerCommand()
+		c := newTaskManagerCommand(bundledJobs())
 		file.ApplyShared(c.Flags(), "tm")
 		return c.Flags().Lookup("jobmanager").Value.String()
 	}(); got != "weir-jobmanager:6123" {
@@ -70,7 +71,7 @@ func TestKubernetesManifests(t *testing.T) {
 				continue
 			}
 			args := doc.Spec.Template.Spec.Containers[0].Args
-			c := roles[args[0]]()
+			c := roles[args[0]](bundledJobs())
 			for _, a := range args[1:] {
 				flag, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
 				if c.Flags().Lookup(flag) == nil {

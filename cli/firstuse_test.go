@@ -541,7 +541,7 @@ func TestNexmarkRunConfig(t *testing.T) {
 // cluster's keys, of weir jobmanager or weir taskmanager.
 func TestConfigKeysHaveFlags(t *testing.T) {
 	wc := newJobCommand(wordCountSpec()).Flags()
-	jm, tm := newJobManagerCommand().Flags(), newTaskManagerCommand().Flags()
+	jm, tm := newJobManagerCommand(bundledJobs()).Flags(), newTaskManagerCommand(bundledJobs()).Flags()
 	for _, k := range config.Keys {
 		has := wc.Lookup(k.Flag) != nil
 		if k.Cluster {

@@ -37,6 +37,10 @@ type jobSpec struct {
 	// local are the flags of local mode only (its REST API): they have no
 	// meaning for a job on a cluster, whose REST API is the JobManager's.
 	local []string
+	// commands, when set, returns the commands that come with the job
+	// besides weir run NAME (weir demo with wordcount, weir nexmark with
+	// nexmark).
+	commands func() []*cobra.Command
 }
 
 // jobFuncs are a bundled job's functions over the flags of its command,
@@ -50,7 +54,7 @@ type jobFuncs struct {
 	build func(ctx context.Context) (env *weir.Environment, prepare func(context.Context) error, err error)
 }
 
-// jobSpecs are the bundled jobs, sorted by name. A variable, so that a
+// jobSpecs are the bundled jobs (Bundled), sorted by name. A variable, so that a
 // test's child process can give one of them another build (another graph
 // fingerprint), as a TaskManager of another binary would have.
 var jobSpecs = []jobSpec{nexmarkSpec(), wordCountSpec()}
@@ -80,8 +84,9 @@ func wordCountSpec() jobSpec {
 				},
 			}
 		},
-		paths: []string{"input", "output", "checkpoint-dir", "savepoint-dir", "restore"},
-		local: restLocalFlags,
+		paths:    []string{"input", "output", "checkpoint-dir", "savepoint-dir", "restore"},
+		local:    restLocalFlags,
+		commands: func() []*cobra.Command { return []*cobra.Command{newDemoCommand()} },
 	}
 }
 
@@ -101,6 +106,11 @@ func nexmarkSpec() jobSpec {
 		paths: []string{"input", "output", "checkpoint-dir", "restore"},
 		// A profile of this process: the cluster's processes are others.
 		local: []string{"cpu-profile"},
+		commands: func() []*cobra.Command {
+			c := newNexmarkCommand()
+			requireSubcommand(c, "a command")
+			return []*cobra.Command{c}
+		},
 	}
 }
 
@@ -133,12 +143,12 @@ func buildNexmark(cmd *cobra.Command, f *nexmarkRunFlags) (*weir.Environment, fu
 	return env, prepare, nil
 }
 
-// bundledJobs is the registry of the bundled jobs that every process of a
-// cluster holds: weir jobmanager builds a submitted job from it, weir
-// taskmanager the parts deployed on it.
+// bundledJobs is the registry of the bundled jobs.
 func bundledJobs() deploy.Registry { return jobRegistry{specs: jobSpecs} }
 
-// jobRegistry is a deploy.Registry over job specs.
+// jobRegistry is a deploy.Registry over job specs, the jobs given to Main,
+// that every process of a cluster holds: weir jobmanager builds a
+// submitted job from it, weir taskmanager the parts deployed on it.
 type jobRegistry struct{ specs []jobSpec }
 
 func (r jobRegistry) Names() []string {
@@ -156,7 +166,7 @@ func (r jobRegistry) lookup(name string) (jobSpec, error) {
 			return s, nil
 		}
 	}
-	return jobSpec{}, fmt.Errorf("unknown job %q: the bundled jobs are %s", name, strings.Join(r.Names(), ", "))
+	return jobSpec{}, fmt.Errorf("unknown job %q: the known jobs are %s", name, strings.Join(r.Names(), ", "))
 }
 
 // Job parses args with the job's own flags (as weir run NAME does), checks

@@ -53,7 +53,7 @@ func TestBundledJobsNames(t *testing.T) {
 	}
 	// weir run has a command for each, and nothing else.
 	var cmds []string
-	for _, c := range newRunCommand().Commands() {
+	for _, c := range newRunCommand(jobSpecs).Commands() {
 		cmds = append(cmds, c.Name())
 	}
 	slices.Sort(cmds)
@@ -71,7 +71,7 @@ func TestBundledJobsBadInput(t *testing.T) {
 		args      []string
 		want      string
 	}{
-		{"unknown job", "wordcnt", nil, `unknown job "wordcnt": the bundled jobs are nexmark, wordcount`},
+		{"unknown job", "wordcnt", nil, `unknown job "wordcnt": the known jobs are nexmark, wordcount`},
 		{"unknown flag", "wordcount", []string{"--paralelism=2"}, "job wordcount: unknown flag: --paralelism"},
 		{"bad value", "wordcount", []string{"--parallelism=0"}, "job wordcount: --parallelism is 0: use a value from 1 to 128"},
 		{"not a flag", "wordcount", []string{"--parallelism=2", "extra"}, `job wordcount takes flags only, not "extra"`},

@@ -7,24 +7,34 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func newRootCommand() *cobra.Command {
+// newRootCommand is the command line of program name (weir, or a user's
+// program) with the jobs of specs: run NAME for each, the commands that
+// come with them, the roles of a cluster and the REST clients.
+func newRootCommand(name string, specs []jobSpec) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "weir",
-		Short:         "weir is a stateful stream processor with exactly-once state",
+		Use:           name,
+		Short:         name + " runs stream jobs on weir: in this process (run NAME), or on a cluster of its own JobManager and TaskManagers",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	run := newRunCommand()
-	root.AddCommand(run, newDemoCommand())
-	root.AddCommand(newNexmarkCommand())
+	if name == "weir" {
+		root.Short = "weir is a stateful stream processor with exactly-once state"
+	}
+	reg := jobRegistry{specs: specs}
+	run := newRunCommand(specs)
+	root.AddCommand(run)
+	for _, s := range specs {
+		if s.commands != nil {
+			root.AddCommand(s.commands()...)
+		}
+	}
 	root.AddCommand(newClientCommands()...)
-	root.AddCommand(newJobManagerCommand(), newTaskManagerCommand(), newClusterCommand())
+	root.AddCommand(newJobManagerCommand(reg), newTaskManagerCommand(reg), newClusterCommand())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return flagError{err: err, cmd: c.CommandPath()}
 	})
 	requireSubcommand(root, "")
 	requireSubcommand(run, "a job")
-	requireSubcommand(nexmarkCommand(root), "a command")
 	return root
 }
 
@@ -34,15 +44,6 @@ type flagError struct {
 }
 
 func (e flagError) Error() string { return e.err.Error() + " (see " + e.cmd + " --help)" }
-
-// nexmarkCommand returns root's nexmark command.
-func nexmarkCommand(root *cobra.Command) *cobra.Command {
-	c, _, err := root.Find([]string{"nexmark"})
-	if err != nil || c == root {
-		panic("weir: no nexmark command")
-	}
-	return c
-}
 
 // requireSubcommand makes c, a command that only groups subcommands, fail
 // on a mistyped subcommand with the nearest one, instead of printing its

@@ -1,6 +1,6 @@
 package cli
 
-// weir run NAME --jobmanager HOST:PORT: a bundled job submitted by name,
+// weir run NAME --jobmanager HOST:PORT: a job submitted by name,
 // with its flags, to a cluster's JobManager over the control plane, and
 // followed until it ends (or, --detached, not followed).
 
@@ -50,13 +50,13 @@ func (f *submitFlags) register(c *cobra.Command) {
 	fl.DurationVar(&f.timeout, "jobmanager-timeout", defaultSubmitTimeout, "with --jobmanager: give up when the JobManager has not answered for this long, at submission or while following the job")
 }
 
-// newRunCommand is weir run: one subcommand per bundled job.
-func newRunCommand() *cobra.Command {
+// newRunCommand is weir run: one subcommand per job of specs.
+func newRunCommand(specs []jobSpec) *cobra.Command {
 	run := &cobra.Command{
 		Use:   "run",
-		Short: "Run a bundled job in this process, or on a cluster with --jobmanager",
+		Short: "Run a job in this process, or on a cluster with --jobmanager",
 	}
-	for _, s := range jobSpecs {
+	for _, s := range specs {
 		run.AddCommand(newJobCommand(s))
 	}
 	return run

@@ -221,7 +221,7 @@ func buildWordCount(ctx context.Context, f wordCountFlags) (*wordCountJob, error
 			return nil, fmt.Errorf("--output: %w", err)
 		}
 	}
-	opts.OnRestore = func(r weir.RestoreInfo) { printRestore(os.Stderr, r, f.ckptDir) }
+	opts.OnRestore = func(r weir.RestoreInfo) { printRestore(os.Stderr, "wordcount", r, f.ckptDir) }
 	opts.Checkpointing.Interval = f.interval
 	opts.Checkpointing.Retained = f.edge.retained
 	if opts.Restart = f.edge.restart; opts.Restart == "" && f.interval > 0 {
@@ -527,11 +527,11 @@ func stopError(sig os.Signal, f wordCountFlags, s weir.CheckpointSummary) error 
 	return exitError{code: code, msg: b.String()}
 }
 
-// printRestore says which checkpoint or savepoint the job starts from, as
+// printRestore says which checkpoint or savepoint job starts from, as
 // a path the user can pass to --restore, or that there is none.
-func printRestore(w io.Writer, r weir.RestoreInfo, ckptDir string) {
+func printRestore(w io.Writer, job string, r weir.RestoreInfo, ckptDir string) {
 	if r.ID == 0 {
-		fmt.Fprintf(w, "wordcount: no checkpoint under %s: starting from the beginning\n", ckptDir)
+		fmt.Fprintf(w, "%s: no checkpoint under %s: starting from the beginning\n", job, ckptDir)
 		return
 	}
 	kind := "checkpoint"
@@ -546,5 +546,5 @@ func printRestore(w io.Writer, r weir.RestoreInfo, ckptDir string) {
 	if r.Restart {
 		verb = "restarting from"
 	}
-	fmt.Fprintf(w, "wordcount: %s %s %d: %s\n", verb, kind, r.ID, where)
+	fmt.Fprintf(w, "%s: %s %s %d: %s\n", job, verb, kind, r.ID, where)
 }

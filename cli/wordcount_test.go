@@ -15,7 +15,8 @@ import (
 )
 
 // TestMain lets the tests run the command as a real process: with
-// WEIR_TEST_MAIN set, the test binary is the weir binary.
+// WEIR_TEST_MAIN set, the test binary is the weir binary (cmd/weir's
+// main).
 func TestMain(m *testing.M) {
 	if os.Getenv("WEIR_TEST_MAIN") == "1" {
 		// Tests run many `weir run` processes at once: they cannot all
@@ -27,7 +28,8 @@ func TestMain(m *testing.M) {
 		if os.Getenv(otherBuildEnv) == "1" {
 			otherBuild()
 		}
-		Main()
+		os.Args[0] = "weir" // the weir binary, by its name
+		Main(Bundled()...)
 		os.Exit(0)
 	}
 	os.Exit(m.Run())

@@ -13,3 +13,13 @@ type Codec[T any] interface {
 	// never a panic.
 	Decode(src []byte) (v T, n int, err error)
 }
+
+// AliasDecoder is implemented by codecs that can decode without copying:
+// DecodeAlias is Decode, except that the value may share memory with src
+// (a string or []byte of it pointing into src). The caller promises not to
+// modify src for as long as the value is in use; it is for a buffer
+// handed over for good, or for a consumer that keeps no value past a call
+// (object reuse). The String and Bytes codecs implement it.
+type AliasDecoder[T any] interface {
+	DecodeAlias(src []byte) (v T, n int, err error)
+}

@@ -11,7 +11,9 @@
 // value, except to iterate and fill maps.
 //
 // Every codec in this package is safe for concurrent use. Decode never
-// retains src: strings and slices are copied out of it.
+// retains src: strings and slices are copied out of it. String and Bytes
+// also implement AliasDecoder, whose DecodeAlias returns a value pointing
+// into src, for callers that will not modify src while the value lives.
 //
 // # Format
 //

@@ -72,6 +72,9 @@ var (
 	_ Codec[uint32]  = uint32Codec{}
 	_ Codec[float64] = float64Codec{}
 
+	_ AliasDecoder[string] = stringCodec{}
+	_ AliasDecoder[[]byte] = bytesCodec{}
+
 	_ valueCodec = stringCodec{}
 	_ valueCodec = bytesCodec{}
 	_ valueCodec = boolCodec{}
@@ -109,6 +112,15 @@ func (stringCodec) Decode(src []byte) (string, int, error) {
 	return string(src[k : k+n]), k + n, nil
 }
 
+// DecodeAlias is Decode without the copy: the string points into src.
+func (stringCodec) DecodeAlias(src []byte) (string, int, error) {
+	n, k, err := decodeByteLength(src, "string")
+	if err != nil || n == 0 {
+		return "", k, err
+	}
+	return unsafe.String(&src[k], n), k + n, nil
+}
+
 func (c stringCodec) appendAt(dst []byte, p unsafe.Pointer) []byte {
 	return c.Append(dst, *(*string)(p))
 }
@@ -139,6 +151,16 @@ func (bytesCodec) Decode(src []byte) ([]byte, int, error) {
 	// before filling it (a megabyte value pays twice otherwise).
 	v := append([]byte(nil), src[k:k+n]...)
 	return v, k + n, nil
+}
+
+// DecodeAlias is Decode without the copy: the slice is part of src, its
+// capacity cut to its length (an append to it never writes into src).
+func (bytesCodec) DecodeAlias(src []byte) ([]byte, int, error) {
+	n, k, err := decodeByteLength(src, "[]byte")
+	if err != nil || n == 0 {
+		return nil, k, err
+	}
+	return src[k : k+n : k+n], k + n, nil
 }
 
 func (c bytesCodec) appendAt(dst []byte, p unsafe.Pointer) []byte {

@@ -12,4 +12,4 @@ package main
 
 import "github.com/weirstream/weir/cli"
 
-func main() { cli.Main() }
+func main() { cli.Main(cli.Bundled()...) }

@@ -11,10 +11,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/resolver"
-	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
 	"github.com/weirstream/weir/internal/cluster/pb"
+	"github.com/weirstream/weir/internal/ha"
 )
 
 // ClientOptions configure a client of a JobManager's job service.
@@ -65,35 +65,20 @@ func Dial(ctx context.Context, addr string, o ClientOptions) (*Client, error) {
 	if err := checkToken(o.Token); err != nil {
 		return nil, err
 	}
-	creds := insecure.NewCredentials()
-	if o.TLS != nil {
-		c, err := transportCredentials(o.TLS)
-		if err != nil {
-			return nil, err
-		}
-		creds = c
-	}
-	dopts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
-	if o.Token != "" {
-		dopts = append(dopts, grpc.WithPerRPCCredentials(tokenCredentials{token: o.Token}))
-	}
-	target := "passthrough:///" + addr
+	var r resolver.Builder
 	if strings.Contains(addr, ",") {
 		// High availability: the JobManagers' addresses; only the leader
 		// serves the control plane, so the connection keeps the one that
 		// accepts, and after a failover the next (docs/ha.md).
-		r := manual.NewBuilderWithScheme("weir-jobmanagers")
-		var st resolver.State
+		var addrs []string
 		for _, a := range strings.Split(addr, ",") {
-			st.Addresses = append(st.Addresses, resolver.Address{Addr: strings.TrimSpace(a)})
+			addrs = append(addrs, strings.TrimSpace(a))
 		}
-		r.InitialState(st)
-		target = "weir-jobmanagers:///jobmanager"
-		dopts = append(dopts, grpc.WithResolvers(r))
+		r = ha.ListResolver(addrs)
 	}
-	conn, err := grpc.NewClient(target, dopts...)
+	conn, err := dialJobManager(addr, r, o.Token, o.TLS)
 	if err != nil {
-		return nil, fmt.Errorf("JobManager address %s: %w", addr, err)
+		return nil, err
 	}
 	cl := &Client{addr: addr, conn: conn, c: pb.NewJobManagerClient(conn)}
 	if _, ok := ctx.Deadline(); !ok {
@@ -169,4 +154,35 @@ func statusOf(j *pb.JobInfo) JobStatus {
 func infoOf(s JobStatus) *pb.JobInfo {
 	return &pb.JobInfo{Id: s.ID, Name: s.Name, State: s.State, Attempt: int64(s.Attempt), Restarts: int64(s.Restarts),
 		LastCheckpoint: s.LastCheckpoint, Error: s.Error, Note: s.Note}
+}
+
+// dialJobManager returns a connection to the JobManager at addr, or,
+// with r, to the addresses r resolves (the JobManagers of a highly
+// available cluster, of which only the leader serves), over TLS when tls
+// is set and with the cluster token on every call; extra are the caller's
+// own options (the TaskManager's reconnection backoff). It connects
+// lazily: the first call does.
+func dialJobManager(addr string, r resolver.Builder, token string, tls *TLSFiles, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
+	creds := insecure.NewCredentials()
+	if tls != nil {
+		c, err := transportCredentials(tls)
+		if err != nil {
+			return nil, err
+		}
+		creds = c
+	}
+	dopts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, extra...)
+	if token != "" {
+		dopts = append(dopts, grpc.WithPerRPCCredentials(tokenCredentials{token: token}))
+	}
+	target := "passthrough:///" + addr
+	if r != nil {
+		target = r.Scheme() + ":///jobmanager"
+		dopts = append(dopts, grpc.WithResolvers(r))
+	}
+	conn, err := grpc.NewClient(target, dopts...)
+	if err != nil {
+		return nil, fmt.Errorf("JobManager address %s: %w", addr, err)
+	}
+	return conn, nil
 }

@@ -82,6 +82,7 @@ func TestLiveness(t *testing.T) {
 //	allocate owner=J n=N      J asks for N slots (prints them, or the error)
 //	allocate-on owner=J tm=A n=N  J asks for N slots of A
 //	release owner=J           J frees its slots (prints how many)
+//	held owner=J              the slots J holds on each instance
 //
 // Every command then prints each instance's slots (owner or "-") and the
 // totals.
@@ -130,6 +131,12 @@ func TestSlotPool(t *testing.T) {
 				var owner string
 				td.ScanArgs(t, "owner", &owner)
 				fmt.Fprintf(&b, "released: %d\n", p.Release(owner))
+			case "held":
+				var owner string
+				td.ScanArgs(t, "owner", &owner)
+				for _, inst := range p.Instances() {
+					fmt.Fprintf(&b, "%s holds %d of %s\n", owner, p.Held(inst, owner), inst)
+				}
 			default:
 				t.Fatalf("%s: unknown command %q", td.Pos, td.Cmd)
 			}

@@ -5,7 +5,8 @@
 // proto/weir/cluster/v1 (generated code in pb).
 //
 // The pure cores are Liveness (heartbeat bookkeeping fed with events and
-// their time), SlotPool (slots offered and allocated) and Backoff; the wire
+// their time), SlotPool (slots offered and allocated), Reactive (reactive
+// mode's decisions) and Backoff; the wire
 // conversions (wire.go: reports and commands both ways, the fencing rule)
 // are pure functions. The shells are JobManager (Start serves the control
 // plane and watches heartbeats; Close cancels the jobs, stops and waits for
@@ -25,6 +26,17 @@
 // slots. The TaskManager's executor builds the job from its own registry,
 // refuses another graph fingerprint, checks that it shares the checkpoint
 // storage, and runs its part with deploy.NewLocalWorker.
+//
+// Reactive mode (JobManagerOptions.SchedulerMode SchedulerReactive,
+// Flink's scheduler-mode: reactive): the Reactive core chooses each
+// attempt's parallelism from the slots the job may use, the job is built
+// again at it (deploy.Job.Rescaled) here and, from the parallelism the
+// deployment carries, on every TaskManager; a watcher cancels a running
+// attempt when more slots allow a scale up, and the job's restart strategy
+// is wrapped so that such an attempt restarts at once from the latest
+// checkpoint without counting as a failure (it still counts in
+// numRestarts, as in Flink). A lost TaskManager fails the attempt as in the
+// default mode, and the next is placed at what the remaining slots allow.
 //
 // Fencing: every command and report carries the JobManager's session and
 // the attempt; stale ones are dropped on both sides.

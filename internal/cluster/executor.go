@@ -42,11 +42,14 @@ type executor struct {
 type tmJob struct {
 	id, name string
 	args     []string
-	job      deploy.Job
-	worker   deploy.Worker
-	attempt  int64 // -1 while none is deployed
-	cancel   context.CancelFunc
-	running  map[int64]chan struct{} // attempts whose AttemptEnded was not sent yet
+	// parallelism is the one the JobManager chose (reactive mode), 0
+	// when the job runs at that of its flags.
+	parallelism int32
+	job         deploy.Job
+	worker      deploy.Worker
+	attempt     int64 // -1 while none is deployed
+	cancel      context.CancelFunc
+	running     map[int64]chan struct{} // attempts whose AttemptEnded was not sent yet
 }
 
 // outbox is the unbounded queue of messages to send up the stream: a
@@ -265,14 +268,21 @@ func (ex *executor) start(c *pb.JobManagerCommand, d *pb.DeployTasks) ([]jobmast
 		return nil, fmt.Errorf("TaskManager %s was sent the part of worker %q", me, d.Worker)
 	}
 	ex.mu.Lock()
-	j := ex.jobs[c.JobId]
+	old := ex.jobs[c.JobId]
 	ex.mu.Unlock()
-	if j == nil || j.name != d.JobName || !slices.Equal(j.args, d.Args) {
+	j := old
+	if j == nil || j.name != d.JobName || !slices.Equal(j.args, d.Args) || j.parallelism != d.Parallelism {
 		job, err := tm.opts.Jobs.Job(d.JobName, d.Args)
 		if err != nil {
 			return nil, fmt.Errorf("TaskManager %s cannot build job %s: %w", me, d.JobName, err)
 		}
-		j = &tmJob{id: c.JobId, name: d.JobName, args: d.Args, job: job, attempt: -1,
+		if d.Parallelism > 0 {
+			// Reactive mode: the parallelism the JobManager chose.
+			if job, err = job.Rescaled(int(d.Parallelism)); err != nil {
+				return nil, fmt.Errorf("TaskManager %s cannot build job %s at parallelism %d: %w", me, d.JobName, d.Parallelism, err)
+			}
+		}
+		j = &tmJob{id: c.JobId, name: d.JobName, args: d.Args, parallelism: d.Parallelism, job: job, attempt: -1,
 			worker: deploy.NewLocalWorker(me, job, tm.opts.Node, ex.log), running: map[int64]chan struct{}{}}
 	}
 	plan := j.job.Plan()
@@ -298,14 +308,21 @@ func (ex *executor) start(c *pb.JobManagerCommand, d *pb.DeployTasks) ([]jobmast
 		}
 		restore.Store = st
 	}
-	// The previous attempt's tasks here end before the next starts.
+	// The previous attempt's tasks here end before the next starts (also
+	// those of the job's previous build, at another parallelism).
 	ex.mu.Lock()
 	var prev []chan struct{}
-	for _, ch := range j.running {
-		prev = append(prev, ch)
+	builds := []*tmJob{j}
+	if old != nil && old != j {
+		builds = append(builds, old)
 	}
-	if j.cancel != nil {
-		j.cancel()
+	for _, b := range builds {
+		for _, ch := range b.running {
+			prev = append(prev, ch)
+		}
+		if b.cancel != nil {
+			b.cancel()
+		}
 	}
 	ex.mu.Unlock()
 	for _, ch := range prev {

@@ -61,7 +61,18 @@ type JobManagerOptions struct {
 	Jobs deploy.Registry
 	// SlotRequestTimeout is how long a job attempt waits for enough free
 	// slots before it fails (Flink's slot.request.timeout). Default 5 min.
+	// Not used in reactive mode (Reactive.WaitTimeout is its bound).
 	SlotRequestTimeout time.Duration
+	// SchedulerMode is Flink's scheduler-mode: SchedulerDefault runs each
+	// job at the parallelism of its flags; SchedulerReactive runs it at
+	// the parallelism the registered slots allow (up to its max
+	// parallelism) and rescales it from its latest checkpoint when
+	// TaskManagers join or leave (a job's --parallelism is ignored).
+	// Default SchedulerDefault.
+	SchedulerMode string
+	// Reactive configures reactive mode. Default: Flink's defaults in
+	// reactive mode (see ReactiveOptions).
+	Reactive ReactiveOptions
 	// Logger receives registrations and losses. Default: discards.
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -84,6 +95,10 @@ func (o *JobManagerOptions) EnsureDefaults() {
 	if o.SlotRequestTimeout == 0 {
 		o.SlotRequestTimeout = DefaultSlotRequestTimeout
 	}
+	if o.SchedulerMode == "" {
+		o.SchedulerMode = SchedulerDefault
+	}
+	o.Reactive.EnsureDefaults()
 	if o.HeartbeatInterval == 0 {
 		o.HeartbeatInterval = DefaultHeartbeatInterval
 	}
@@ -122,7 +137,10 @@ func (o *JobManagerOptions) Validate() error {
 	if o.SlotRequestTimeout < time.Millisecond {
 		return fmt.Errorf("slot request timeout %v: use 1ms or more", o.SlotRequestTimeout)
 	}
-	return nil
+	if o.SchedulerMode != SchedulerDefault && o.SchedulerMode != SchedulerReactive {
+		return fmt.Errorf("scheduler mode %q is not known: use %s or %s (scheduler-mode)", o.SchedulerMode, SchedulerDefault, SchedulerReactive)
+	}
+	return o.Reactive.Validate()
 }
 
 // JobManager is a cluster's JobManager. Its membership service registers

@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,8 +38,10 @@ type jobRun struct {
 	id, name  string
 	args      []string
 	metrics   *metrics.Job // empty: the tasks run on the TaskManagers
-	plan      deploy.Plan
+	job       deploy.Job   // as submitted: reactive mode rescales it
 	master    *jobmaster.JobMaster
+	gateway   jobmaster.TaskGateway
+	reactive  *reactiveRun // nil unless in reactive mode
 	mopts     jobmaster.Options
 	cancel    context.CancelFunc
 	submitted time.Time
@@ -45,15 +49,22 @@ type jobRun struct {
 	done      chan struct{}
 
 	mu         sync.Mutex
+	plan       deploy.Plan // the current (or last) attempt's
 	state      rest.JobStatus
 	attempt    int
 	note       string
+	standing   string // the note while there is no other (reactive mode's parallelism)
 	errText    string
 	end        time.Time
 	cancelling bool
 	exceptions []rest.ExceptionInfo // newest first
 	placement  deploy.Placement     // the current attempt's
-	loggedWait string
+	deployedAt time.Time            // when the current attempt was deployed
+	// tasks are the statuses the current attempt's tasks reported
+	// ("<vertex>-<subtask>": RUNNING, FAILED), for the REST subtasks.
+	tasks        map[string]rest.TaskStatus
+	tasksAttempt int // the attempt of tasks
+	loggedWait   string
 	// failTask and failAt are the task and TaskManager of the current
 	// attempt's first failure, for its ExceptionInfo.
 	failTask, failAt string
@@ -131,7 +142,7 @@ func (jm *JobManager) submit(ctx context.Context, name string, args []string, re
 	if mopts.JobID == "" {
 		mopts.JobID = newID(name + "-")
 	}
-	run := &jobRun{jm: jm, id: mopts.JobID, name: name, args: slices.Clone(args), plan: job.Plan(),
+	run := &jobRun{jm: jm, id: mopts.JobID, name: name, args: slices.Clone(args), plan: job.Plan(), job: job,
 		submitted: jm.opts.Now(), done: make(chan struct{}), state: rest.JobCreated,
 		metrics: metrics.NewJob(mopts.JobID, name)}
 	// The probe: TaskManagers that cannot read it do not share the storage.
@@ -148,16 +159,20 @@ func (jm *JobManager) submit(ctx context.Context, name string, args []string, re
 	mopts.Logger = log
 	onFailure := mopts.OnFailure
 	mopts.OnFailure = func(err error, restarting bool) {
-		run.failed(err, restarting)
-		if onFailure != nil {
+		if run.failed(err, restarting) && onFailure != nil {
 			onFailure(err, restarting)
 		}
 	}
 	if h := jm.opts.HA; h != nil {
 		h.Master(mopts.JobID, &mopts)
 	}
+	var sched deploy.Scheduler = &scheduler{jm: jm, run: run}
+	if jm.opts.SchedulerMode == SchedulerReactive {
+		sched = run.startReactive(&mopts, log)
+	}
 	run.mopts = mopts
-	gw := &statusGateway{TaskGateway: deploy.NewGateway(run.plan, &scheduler{jm: jm, run: run}, log), run: run}
+	gw := &statusGateway{TaskGateway: deploy.NewGateway(run.plan, sched, log), run: run}
+	run.gateway = gw
 	master, err := jobmaster.New(mopts, gw)
 	if err != nil {
 		mopts.Storage.Delete(sctx, run.probe)
@@ -215,11 +230,21 @@ func (jm *JobManager) submit(ctx context.Context, name string, args []string, re
 			return "", status.Errorf(codes.FailedPrecondition, "job %s: %v", name, err)
 		}
 	}
-	log.Info("job submitted", "args", args, "parallelism", maxParallelism(run.plan), "storage", url)
+	if rs := run.reactive; rs != nil {
+		log.Info("job submitted", "args", args, "scheduler", SchedulerReactive, "max_parallelism", rs.core.Most(), "storage", url)
+	} else {
+		log.Info("job submitted", "args", args, "parallelism", maxParallelism(run.plan), "storage", url)
+	}
 	go func() {
 		defer jm.wg.Done()
 		defer cancelRun()
+		var watcher sync.WaitGroup
+		if run.reactive != nil {
+			watcher.Go(func() { jm.watchReactive(runCtx, run) })
+		}
 		err := master.Run(runCtx)
+		cancelRun()
+		watcher.Wait()
 		run.ended(err)
 		jm.mu.Lock()
 		jm.slots.Release(run.id)
@@ -323,7 +348,7 @@ func (jm *JobManager) Job(id string) (rest.Job, bool) {
 // --- the job's status -------------------------------------------------------
 
 func (r *jobRun) status() JobStatus {
-	sum, _ := r.master.Stats()
+	sum := r.master.Summary()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.state
@@ -337,17 +362,26 @@ func (r *jobRun) status() JobStatus {
 func (r *jobRun) deployed(attempt int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.attempt = attempt
-	r.note = ""
+	r.attempt, r.deployedAt = attempt, r.jm.opts.Now()
+	r.note = r.standing
 	if !r.state.Terminal() {
 		r.state = rest.JobRunning
 	}
 }
 
-func (r *jobRun) failed(err error, restarting bool) {
+// failed records the failure of an attempt, reported by the JobMaster.
+// It returns false when the attempt ended to rescale (reactive mode):
+// that is no failure, and leaves no exception (as in Flink).
+func (r *jobRun) failed(err error, restarting bool) bool {
 	e := rest.ExceptionInfo{Time: r.jm.opts.Now(), Name: fmt.Sprintf("%T", err), Message: err.Error()}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if rs := r.reactive; rs != nil && rs.rescaled != "" {
+		r.failTask, r.failAt = "", ""
+		r.errText = rs.rescaled
+		r.state = rest.JobRestarting
+		return false
+	}
 	e.Task, e.Location = r.failTask, r.failAt
 	r.failTask, r.failAt = "", ""
 	r.exceptions = append([]rest.ExceptionInfo{e}, r.exceptions...)
@@ -360,13 +394,14 @@ func (r *jobRun) failed(err error, restarting bool) {
 	} else {
 		r.state = rest.JobFailing
 	}
+	return true
 }
 
 func (r *jobRun) ended(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.end = r.jm.opts.Now()
-	r.note = ""
+	r.note, r.standing = "", ""
 	switch {
 	case err == nil:
 		r.state = rest.JobFinished
@@ -437,13 +472,42 @@ func (r *jobRun) Vertices() []rest.VertexInfo {
 	case rest.JobRestarting:
 		ts = rest.TaskScheduled
 	}
-	out := make([]rest.VertexInfo, len(r.plan.Vertices))
-	for i, v := range r.plan.Vertices {
+	r.mu.Lock()
+	plan := r.plan
+	p, attempt, deployedAt := r.placement, r.attempt, r.deployedAt
+	reported := maps.Clone(r.tasks)
+	r.mu.Unlock()
+	end := r.EndTime()
+	out := make([]rest.VertexInfo, len(plan.Vertices))
+	for i, v := range plan.Vertices {
 		out[i] = rest.VertexInfo{ID: strconv.Itoa(v.ID), Name: v.Name, Parallelism: v.Parallelism,
-			MaxParallelism: r.plan.MaxParallelism, Status: ts, StartTime: r.submitted, EndTime: r.EndTime(),
-			Metrics: rest.IOMetrics{BytesUnknown: true}}
+			MaxParallelism: cmp.Or(v.MaxParallelism, plan.MaxParallelism), Status: ts, StartTime: r.submitted, EndTime: end,
+			Metrics: rest.IOMetrics{BytesUnknown: true}, Subtasks: make([]rest.SubtaskInfo, v.Parallelism)}
+		// Where the current (or last) attempt placed each subtask.
+		for s := range v.Parallelism {
+			w := p.Worker(v.ID, s)
+			out[i].Subtasks[s] = rest.SubtaskInfo{Status: subtaskStatus(ts, reported[fmt.Sprintf("%d-%d", v.ID, s)]),
+				Attempt: attempt, TaskManager: w, Endpoint: p.Workers[w],
+				StartTime: deployedAt, EndTime: end, Metrics: rest.IOMetrics{BytesUnknown: true}}
+		}
 	}
 	return out
+}
+
+// subtaskStatus is a subtask's status from the job's (ts) and what the
+// subtask reported in the current attempt: while the job runs, DEPLOYING
+// until the subtask reports running; the one that failed FAILED while the
+// job fails or restarts.
+func subtaskStatus(ts, reported rest.TaskStatus) rest.TaskStatus {
+	switch {
+	case ts == rest.TaskRunning && reported == "":
+		return rest.TaskDeploying
+	case ts == rest.TaskRunning:
+		return reported
+	case reported == rest.TaskFailed && (ts == rest.TaskFailed || ts == rest.TaskScheduled):
+		return rest.TaskFailed
+	}
+	return ts
 }
 
 // Placement is where the current (or last) attempt's subtasks run.
@@ -517,9 +581,11 @@ type statusGateway struct {
 func (g *statusGateway) Deploy(ctx context.Context, req jobmaster.DeployRequest, l jobmaster.Listener) ([]jobmaster.TaskInfo, error) {
 	g.run.mu.Lock()
 	g.run.failTask, g.run.failAt = "", ""
+	g.run.tasks, g.run.tasksAttempt = map[string]rest.TaskStatus{}, req.Attempt
 	g.run.mu.Unlock()
-	tasks, err := g.TaskGateway.Deploy(ctx, req, failureListener{Listener: l, run: g.run})
+	tasks, err := g.TaskGateway.Deploy(ctx, req, failureListener{Listener: l, run: g.run, attempt: req.Attempt})
 	if err == nil {
+		g.run.reactiveDeployed(req)
 		g.run.deployed(req.Attempt)
 	}
 	return tasks, err
@@ -530,12 +596,23 @@ func (g *statusGateway) Deploy(ctx context.Context, req jobmaster.DeployRequest,
 // a lost TaskManager's failure names no task).
 type failureListener struct {
 	jobmaster.Listener
-	run *jobRun
+	run     *jobRun
+	attempt int
 }
 
 func (l failureListener) Report(r jobmaster.Report) {
+	if t, ok := r.(jobmaster.TaskRunning); ok {
+		l.run.mu.Lock()
+		if l.attempt == l.run.tasksAttempt && l.run.tasks[t.Task] == "" {
+			l.run.tasks[t.Task] = rest.TaskRunning
+		}
+		l.run.mu.Unlock()
+	}
 	if f, ok := r.(jobmaster.TaskFailed); ok {
 		l.run.mu.Lock()
+		if f.Task != "" && l.attempt == l.run.tasksAttempt {
+			l.run.tasks[f.Task] = rest.TaskFailed
+		}
 		if l.run.failTask == "" && l.run.failAt == "" {
 			l.run.failTask = f.Task
 			if f.Operator != "" {
@@ -577,56 +654,21 @@ func (s *scheduler) Place(ctx context.Context, plan deploy.Plan, attempt int) (d
 	need := maxParallelism(plan)
 	for {
 		jm.mu.Lock()
-		// The slots of the job's previous attempt are free again: its
-		// tasks ended before the JobMaster deploys the next.
-		jm.slots.Release(run.id)
-		var offers []deploy.Slots
-		streams := map[string]*taskStream{}
-		free := 0
-		for _, m := range jm.instances {
-			if m.tasks == nil || m.tasks.isLost() {
-				continue
-			}
-			_, f, _ := jm.slots.Slots(m.instance)
-			offers = append(offers, deploy.Slots{Worker: m.req.ResourceId, DataAddress: m.req.DataAddress, Free: f})
-			streams[m.req.ResourceId] = m.tasks
-			free += f
-		}
+		offers, streams, free := jm.offersLocked(run)
 		changed := jm.changed
 		if free >= need {
-			p, err := deploy.Spread(plan, offers)
+			p, workers, err := jm.placeLocked(run, plan, offers, streams)
+			jm.mu.Unlock()
 			if err != nil {
-				jm.mu.Unlock()
 				return deploy.Placement{}, nil, err
 			}
-			var workers []deploy.Worker
-			for id := range p.Workers {
-				ts := streams[id]
-				if _, err := jm.slots.AllocateOn(run.id, ts.instance, slotsUsed(p, id)); err != nil {
-					jm.slots.Release(run.id)
-					jm.mu.Unlock()
-					return deploy.Placement{}, nil, err
-				}
-				workers = append(workers, newRemoteWorker(jm, run, ts))
-			}
-			jm.mu.Unlock()
-			run.mu.Lock()
-			run.placement = p
-			run.mu.Unlock()
-			run.setNote("")
-			slices.SortFunc(workers, func(a, b deploy.Worker) int { return strings.Compare(a.ID(), b.ID()) })
+			run.placed(plan, p)
 			jm.opts.Logger.Info("placed", "job", run.id, "attempt", attempt, "taskmanagers", len(workers), "slots", need)
 			return p, workers, nil
 		}
 		jm.mu.Unlock()
 		note := fmt.Sprintf("waiting for %d slots, %d registered", need, free)
-		run.setNote(note)
-		run.mu.Lock()
-		if run.loggedWait != note {
-			run.loggedWait = note
-			jm.opts.Logger.Info(note, "job", run.id, "attempt", attempt, "timeout", timeout)
-		}
-		run.mu.Unlock()
+		run.waitingFor(note, attempt, timeout)
 		select {
 		case <-changed:
 		case <-timer.C:
@@ -634,6 +676,80 @@ func (s *scheduler) Place(ctx context.Context, plan deploy.Plan, attempt int) (d
 		case <-ctx.Done():
 			return deploy.Placement{}, nil, ctx.Err()
 		}
+	}
+}
+
+// offersLocked releases run's slots (the tasks of its previous attempt
+// ended before the JobMaster deploys the next) and returns the free slots
+// of the TaskManagers whose task stream is attached, their streams, and
+// how many slots are free. jm.mu is held.
+func (jm *JobManager) offersLocked(run *jobRun) ([]deploy.Slots, map[string]*taskStream, int) {
+	jm.slots.Release(run.id)
+	var offers []deploy.Slots
+	streams := map[string]*taskStream{}
+	free := 0
+	for _, m := range jm.instances {
+		if m.tasks == nil || m.tasks.isLost() {
+			continue
+		}
+		_, f, _ := jm.slots.Slots(m.instance)
+		offers = append(offers, deploy.Slots{Worker: m.req.ResourceId, DataAddress: m.req.DataAddress, Free: f})
+		streams[m.req.ResourceId] = m.tasks
+		free += f
+	}
+	return offers, streams, free
+}
+
+// usableLocked is the number of slots run may use: the free ones and
+// those it holds, of the TaskManagers whose task stream is attached.
+// jm.mu is held.
+func (jm *JobManager) usableLocked(run *jobRun) int {
+	n := 0
+	for _, m := range jm.instances {
+		if m.tasks == nil || m.tasks.isLost() {
+			continue
+		}
+		_, f, _ := jm.slots.Slots(m.instance)
+		n += f + jm.slots.Held(m.instance, run.id)
+	}
+	return n
+}
+
+// placeLocked spreads plan over offers and allocates its slots to run; it
+// returns the placement and its workers, sorted by id. jm.mu is held.
+func (jm *JobManager) placeLocked(run *jobRun, plan deploy.Plan, offers []deploy.Slots, streams map[string]*taskStream) (deploy.Placement, []deploy.Worker, error) {
+	p, err := deploy.Spread(plan, offers)
+	if err != nil {
+		return deploy.Placement{}, nil, err
+	}
+	var workers []deploy.Worker
+	for id := range p.Workers {
+		ts := streams[id]
+		if _, err := jm.slots.AllocateOn(run.id, ts.instance, slotsUsed(p, id)); err != nil {
+			jm.slots.Release(run.id)
+			return deploy.Placement{}, nil, err
+		}
+		workers = append(workers, newRemoteWorker(jm, run, ts))
+	}
+	slices.SortFunc(workers, func(a, b deploy.Worker) int { return strings.Compare(a.ID(), b.ID()) })
+	return p, workers, nil
+}
+
+// placed records the plan and placement of the attempt being deployed.
+func (r *jobRun) placed(plan deploy.Plan, p deploy.Placement) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.plan, r.placement, r.note = plan, p, ""
+}
+
+// waitingFor notes (and logs, once per change) what an attempt waits for.
+func (r *jobRun) waitingFor(note string, attempt int, timeout time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.note = note
+	if r.loggedWait != note {
+		r.loggedWait = note
+		r.jm.opts.Logger.Info(note, "job", r.id, "attempt", attempt, "timeout", timeout)
 	}
 }
 

@@ -196,6 +196,20 @@ func TestClusterJobRunsToTheEnd(t *testing.T) {
 		ms := members(jm)
 		return ms["tm1"].FreeSlots == 0 && ms["tm2"].FreeSlots == 0
 	})
+	// While it runs, every subtask reports running on its TaskManager.
+	jm.mu.Lock()
+	run := jm.jobs[id]
+	jm.mu.Unlock()
+	eventually(t, "every subtask runs on a TaskManager", func() bool {
+		for _, v := range run.Vertices() {
+			for _, st := range v.Subtasks {
+				if st.Status != rest.TaskRunning || (st.TaskManager != "tm1" && st.TaskManager != "tm2") {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	st := waitJob(t, cl, id, 60*time.Second)
 	if st.State != "FINISHED" || st.Restarts != 0 || st.Note != "" {
 		t.Fatalf("job ended %+v", st)
@@ -221,14 +235,26 @@ func TestClusterJobRunsToTheEnd(t *testing.T) {
 	}
 	// The subtasks were spread over both TaskManagers; the REST view has
 	// the job.
-	jm.mu.Lock()
-	run := jm.jobs[id]
-	jm.mu.Unlock()
 	if p := run.Placement(); len(p.Workers) != 2 || p.Worker(0, 0) == p.Worker(0, 1) {
 		t.Errorf("placement = %+v", p)
 	}
 	if js := jm.Jobs(); len(js) != 1 || js[0].ID() != id || js[0].Status() != "FINISHED" || len(js[0].Vertices()) == 0 {
 		t.Errorf("REST jobs = %v", js)
+	}
+	// Each vertex's subtasks name the TaskManager the placement put them
+	// on, with its data address (GET /jobs/{id}/vertices/{vid}).
+	p := run.Placement()
+	for _, v := range run.Vertices() {
+		var vid int
+		fmt.Sscan(v.ID, &vid)
+		for s, st := range v.Subtasks {
+			if w := p.Worker(vid, s); st.TaskManager != w || st.Endpoint != p.Workers[w] || w == "" || st.Status != rest.TaskFinished || st.StartTime.IsZero() {
+				t.Errorf("vertex %s subtask %d: %+v, placed on %q at %q", v.ID, s, st, w, p.Workers[w])
+			}
+		}
+		if len(v.Subtasks) != v.Parallelism {
+			t.Errorf("vertex %s: %d subtasks, parallelism %d", v.ID, len(v.Subtasks), v.Parallelism)
+		}
 	}
 	list, err := cl.List(context.Background())
 	if err != nil || len(list) != 1 || list[0].ID != id || list[0].LastCheckpoint == 0 {

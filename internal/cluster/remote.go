@@ -269,10 +269,16 @@ func (w *remoteWorker) Deploy(ctx context.Context, req jobmaster.DeployRequest, 
 	w.mu.Unlock()
 	w.ts.attach(w)
 	c := w.command(req.Attempt)
-	c.Body = &pb.JobManagerCommand_Deploy{Deploy: &pb.DeployTasks{
+	dt := &pb.DeployTasks{
 		Request: n, JobName: w.run.name, Args: w.run.args, Fingerprint: plan.Fingerprint, Worker: w.ID(),
 		PlacementJson: pj, RestoreJson: rj, StorageUrl: w.run.mopts.Storage.URL(), ProbeName: w.run.probe,
-	}}
+	}
+	if w.run.reactive != nil {
+		// The plan is the job rescaled to its highest vertex parallelism
+		// (reactive mode): the TaskManager builds the same.
+		dt.Parallelism = int32(maxParallelism(plan))
+	}
+	c.Body = &pb.JobManagerCommand_Deploy{Deploy: dt}
 	if !w.ts.send(c) {
 		return nil, fmt.Errorf("TaskManager %s was lost: %s", w.ID(), w.ts.lostReason())
 	}

@@ -138,6 +138,17 @@ func (p *SlotPool) Slots(instance string) (total, free int, ok bool) {
 	return len(slots), countFree(slots), ok
 }
 
+// Held is the number of instance's slots that owner holds.
+func (p *SlotPool) Held(instance, owner string) int {
+	n := 0
+	for _, o := range p.tms[instance] {
+		if o == owner && owner != "" {
+			n++
+		}
+	}
+	return n
+}
+
 // Total is the number of slots of every instance.
 func (p *SlotPool) Total() int {
 	n := 0

@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/status"
 
@@ -261,34 +260,15 @@ func (tm *TaskManager) setRegistration(session, instance string) {
 // succeeded for the registration timeout. Every goroutine it starts has
 // ended when it returns.
 func (tm *TaskManager) Run(ctx context.Context) error {
-	creds := insecure.NewCredentials()
-	if tm.opts.TLS != nil {
-		c, err := transportCredentials(tm.opts.TLS)
-		if err != nil {
-			return err
-		}
-		creds = c
-	}
-	dopts := []grpc.DialOption{
-		grpc.WithTransportCredentials(creds),
+	conn, err := dialJobManager(tm.opts.JobManager, tm.opts.Resolver, tm.opts.Token, tm.opts.TLS,
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff: backoff.Config{BaseDelay: tm.opts.Backoff.Initial, Multiplier: 2, Jitter: 0.2, MaxDelay: tm.opts.Backoff.Max},
 			// A connection attempt is bounded by the backoff's maximum, so
 			// that a silent address fails the call rather than hanging.
 			MinConnectTimeout: max(tm.opts.Backoff.Max, time.Second),
-		}),
-	}
-	if tm.opts.Token != "" {
-		dopts = append(dopts, grpc.WithPerRPCCredentials(tokenCredentials{token: tm.opts.Token}))
-	}
-	target := "passthrough:///" + tm.opts.JobManager
-	if r := tm.opts.Resolver; r != nil {
-		target = r.Scheme() + ":///jobmanager"
-		dopts = append(dopts, grpc.WithResolvers(r))
-	}
-	conn, err := grpc.NewClient(target, dopts...)
+		}))
 	if err != nil {
-		return fmt.Errorf("JobManager address %s: %w", tm.opts.JobManager, err)
+		return err
 	}
 	defer conn.Close()
 	client := pb.NewJobManagerClient(conn)

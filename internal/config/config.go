@@ -110,6 +110,9 @@ func (k *Key) check(raw string) (string, error) {
 	s := strings.TrimSpace(raw)
 	switch k.Kind {
 	case Duration:
+		if k.MinusOne != "" && s == "-1" {
+			return k.MinusOne, nil
+		}
 		d, err := ParseDuration(s)
 		if err != nil || !k.inRange(int64(d)) {
 			return "", errRange

@@ -32,6 +32,9 @@ func TestParse(t *testing.T) {
 		{"paths", "state.checkpoints.dir: file:///var/ckpt\nexecution.checkpointing.savepoint-dir: /tmp/sp\n",
 			"state.checkpoints.dir=file:///var/ckpt execution.checkpointing.savepoint-dir=/tmp/sp"},
 		{"rest", "rest:\n  address: 127.0.0.2\n  port: 0\n", "rest.address=127.0.0.2 rest.port=0"},
+		{"reactive", "scheduler-mode: REACTIVE\njobmanager.adaptive-scheduler:\n  resource-wait-timeout: -1\n  resource-stabilization-timeout: 0\n  min-parallelism-increase: 2\n",
+			"scheduler-mode=reactive jobmanager.adaptive-scheduler.resource-wait-timeout=0s jobmanager.adaptive-scheduler.resource-stabilization-timeout=0s jobmanager.adaptive-scheduler.min-parallelism-increase=2"},
+		{"wait timeout", "jobmanager.adaptive-scheduler.resource-wait-timeout: 5 min\n", "jobmanager.adaptive-scheduler.resource-wait-timeout=5m0s"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f, err := Parse("weir.yaml", []byte(c.yaml))
@@ -81,6 +84,9 @@ func TestParseErrors(t *testing.T) {
 		{"twice", "parallelism.default: 2\nparallelism:\n  default: 3\n", []string{"weir.yaml:3:", "set twice (first on line 1)"}},
 		{"not a mapping", "- parallelism.default: 2\n", []string{"must be a mapping"}},
 		{"not yaml", "parallelism.default: [\n", []string{"weir.yaml: not valid YAML"}},
+		{"scheduler mode", "scheduler-mode: adaptive\n", []string{`scheduler-mode is "adaptive"`, "reactive"}},
+		{"zero wait timeout", "jobmanager.adaptive-scheduler.resource-wait-timeout: 0\n", []string{"resource-wait-timeout", "-1 (wait for ever"}},
+		{"negative stabilization", "jobmanager.adaptive-scheduler.resource-stabilization-timeout: -1\n", []string{"resource-stabilization-timeout", "0 or a positive duration"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Parse("weir.yaml", []byte(c.yaml))

@@ -55,6 +55,9 @@ type Key struct {
 	// its TaskManagers share (as Flink's config.yaml): the role commands
 	// skip it when they have no flag for it (ApplyShared).
 	Cluster bool
+	// MinusOne, when set, accepts Flink's -1 ("no limit") for a Duration
+	// key and sets the flag to this value. Default "": -1 is refused.
+	MinusOne string
 }
 
 // Keys are the keys the file may hold: what weir's commands can set
@@ -121,6 +124,19 @@ var Keys = []Key{
 		Accepts: "a duration longer than heartbeat.interval, such as 6 s"},
 	{Name: "slot.request.timeout", Flag: "slot-request-timeout", Kind: Duration, Min: int64(time.Millisecond), Cluster: true,
 		Accepts: "a duration of at least 1ms, such as 5 min"},
+	// Reactive mode (weir jobmanager --scheduler reactive; docs/cluster.md).
+	{Name: "scheduler-mode", Flag: "scheduler", Kind: Enum, Cluster: true,
+		Values:  []string{"default", "reactive"},
+		Accepts: "reactive (or default: each job at the parallelism of its flags)"},
+	{Name: "jobmanager.adaptive-scheduler.min-parallelism-increase", Flag: "min-parallelism-increase", Kind: Int,
+		Min: 1, Max: math.MaxInt32, Cluster: true,
+		Accepts: "an integer of at least 1"},
+	{Name: "jobmanager.adaptive-scheduler.resource-stabilization-timeout", Flag: "resource-stabilization-timeout", Kind: Duration,
+		Min: 0, Cluster: true,
+		Accepts: "0 or a positive duration, such as 10 s"},
+	{Name: "jobmanager.adaptive-scheduler.resource-wait-timeout", Flag: "resource-wait-timeout", Kind: Duration,
+		Min: int64(time.Millisecond), MinusOne: "0s", Cluster: true,
+		Accepts: "-1 (wait for ever, the default in reactive mode) or a duration of at least 1ms, such as 5 min"},
 	{Name: "taskmanager.registration.timeout", Flag: "registration-timeout", Kind: Duration, Min: int64(time.Millisecond), Cluster: true,
 		Accepts: "a duration of at least 1ms, such as 5 min"},
 

@@ -46,6 +46,11 @@ type Vertex struct {
 	ID          int
 	Name        string
 	Parallelism int
+	// MaxParallelism is the most subtasks the vertex may run when the job
+	// is rescaled (Job.Rescaled, reactive mode): the parallelism the
+	// program set on its operators, when it set one, else the job's
+	// MaxParallelism. 0 means the job's MaxParallelism.
+	MaxParallelism int
 	// Source: the vertex's head is a source.
 	Source bool
 }
@@ -100,6 +105,14 @@ type Job interface {
 	// cross through node, the data plane of self (listening on
 	// p.Workers[self]), to and from the other workers' nodes.
 	Build(self string, p Placement, node *network.Node) jobmaster.BuildFunc
+	// Rescaled returns the job built again at parallelism n (reactive
+	// mode): n is its default parallelism, and each vertex runs
+	// min(n, its MaxParallelism) subtasks. Like the first build it has no
+	// side effect, and the same n gives the same graph fingerprint in
+	// every process. The job returned supersedes the receiver in this
+	// process: build parts (Build, Plan's Prepare) of the latest only.
+	// An n outside 1..MaxParallelism is an error.
+	Rescaled(n int) (Job, error)
 }
 
 // Preparer is a Job with one-time side effects before its first attempt,
@@ -155,4 +168,16 @@ type Worker interface {
 // registered").
 type Scheduler interface {
 	Place(ctx context.Context, plan Plan, attempt int) (Placement, []Worker, error)
+}
+
+// PlanningScheduler is a Scheduler that also chooses the plan of each
+// attempt: in reactive mode, the job built again (Job.Rescaled) at the
+// parallelism the free slots allow. NewGateway's Deploy calls PlaceAttempt
+// instead of Place and deploys the attempt with the plan it returns: the
+// placement is checked against it, its Prepare runs, the workers get it.
+type PlanningScheduler interface {
+	Scheduler
+	// PlaceAttempt returns the plan of req's attempt and its placement.
+	// It may wait for slots, as Place.
+	PlaceAttempt(ctx context.Context, req jobmaster.DeployRequest) (Plan, Placement, []Worker, error)
 }

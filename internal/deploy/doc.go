@@ -13,6 +13,10 @@
 // a TaskManager over gRPC is internal/cluster's remote worker, whose
 // TaskManager side drives a LocalWorker too.
 //
+// A Job builds itself again at another parallelism (Rescaled) for
+// reactive mode, whose scheduler is a PlanningScheduler: it chooses each
+// attempt's plan as well as its placement.
+//
 // Spread is the pure placement: Flink's slot sharing (subtask s of every
 // vertex in slot s, so a job needs as many slots as its highest
 // parallelism), slots dealt round-robin over the workers sorted by id.

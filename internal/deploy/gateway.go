@@ -13,8 +13,9 @@ import (
 )
 
 // NewGateway returns the TaskGateway of a job whose tasks run on workers:
-// each Deploy asks s for a placement and the workers of the attempt,
-// checks the placement against plan, runs plan.Prepare (in this process,
+// each Deploy asks s for a placement and the workers of the attempt (and,
+// when s is a PlanningScheduler, for the attempt's plan, which then
+// replaces plan for that attempt), checks the placement against the plan, runs plan.Prepare (in this process,
 // before any task of the attempt exists) and deploys each worker's part in
 // the order of their ids. If a worker's deploy fails, the workers already
 // deployed are cancelled (and waited for, bounded by ctx) and the error is
@@ -70,11 +71,19 @@ var _ jobmaster.TaskGateway = (*gateway)(nil)
 
 // Deploy implements jobmaster.TaskGateway.
 func (g *gateway) Deploy(ctx context.Context, req jobmaster.DeployRequest, l jobmaster.Listener) ([]jobmaster.TaskInfo, error) {
-	p, workers, err := g.sched.Place(ctx, g.plan, req.Attempt)
+	plan := g.plan
+	var p Placement
+	var workers []Worker
+	var err error
+	if ps, ok := g.sched.(PlanningScheduler); ok {
+		plan, p, workers, err = ps.PlaceAttempt(ctx, req)
+	} else {
+		p, workers, err = g.sched.Place(ctx, plan, req.Attempt)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("deploy: place attempt %d of job %q: %w", req.Attempt, g.plan.Job, err)
 	}
-	if err := p.Check(g.plan); err != nil {
+	if err := p.Check(plan); err != nil {
 		return nil, err
 	}
 	byID := map[string]Worker{}
@@ -91,12 +100,12 @@ func (g *gateway) Deploy(ctx context.Context, req jobmaster.DeployRequest, l job
 	for _, id := range ids {
 		w, ok := byID[id]
 		if !ok {
-			return nil, fmt.Errorf("deploy: the scheduler placed subtasks of job %q on worker %q but gave no such worker (it gave %s)", g.plan.Job, id, workerIDs(workers))
+			return nil, fmt.Errorf("deploy: the scheduler placed subtasks of job %q on worker %q but gave no such worker (it gave %s)", plan.Job, id, workerIDs(workers))
 		}
 		a.workers = append(a.workers, w)
 	}
-	if g.plan.Prepare != nil {
-		if err := g.plan.Prepare(ctx, req.Restore); err != nil {
+	if plan.Prepare != nil {
+		if err := plan.Prepare(ctx, req.Restore); err != nil {
 			return nil, err
 		}
 	}
@@ -111,7 +120,7 @@ func (g *gateway) Deploy(ctx context.Context, req jobmaster.DeployRequest, l job
 	}
 	var infos []jobmaster.TaskInfo
 	for _, w := range a.workers {
-		ti, err := w.Deploy(ctx, req, g.plan, p, workerListener{a: a, worker: w.ID()})
+		ti, err := w.Deploy(ctx, req, plan, p, workerListener{a: a, worker: w.ID()})
 		if err != nil {
 			err = fmt.Errorf("deploy: worker %s: %w", w.ID(), err)
 			a.abandon(ctx, err)

@@ -31,6 +31,7 @@ type fakeWorker struct {
 	calls    []string
 	cancels  []jobmaster.CancelRequest
 	deployed int
+	plans    []string // the fingerprint of each deploy's plan
 }
 
 func (w *fakeWorker) ID() string { return w.id }
@@ -39,6 +40,7 @@ func (w *fakeWorker) Deploy(ctx context.Context, req jobmaster.DeployRequest, pl
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.calls = append(w.calls, fmt.Sprintf("deploy %d", req.Attempt))
+	w.plans = append(w.plans, plan.Fingerprint)
 	if w.deployErr != nil {
 		return nil, w.deployErr
 	}
@@ -370,5 +372,54 @@ func TestGatewayCancelAcrossProcesses(t *testing.T) {
 		if got[len(got)-1] != wantEnd {
 			t.Errorf("failure first %v: reports %q, want the last %q", failFirst, got, wantEnd)
 		}
+	}
+}
+
+// planningScheduler gives each attempt the job rescaled to the
+// parallelism of its attempt number, all on one worker.
+type planningScheduler struct {
+	staticScheduler
+	job Job
+	w   Worker
+}
+
+func (s planningScheduler) PlaceAttempt(ctx context.Context, req jobmaster.DeployRequest) (Plan, Placement, []Worker, error) {
+	j, err := s.job.Rescaled(req.Attempt)
+	if err != nil {
+		return Plan{}, Placement{}, nil, err
+	}
+	plan := j.Plan()
+	p := Placement{Workers: map[string]string{s.w.ID(): "127.0.0.1:1"}}
+	for _, v := range plan.Vertices {
+		p.Subtasks = append(p.Subtasks, slices.Repeat([]string{s.w.ID()}, v.Parallelism))
+	}
+	return plan, p, []Worker{s.w}, nil
+}
+
+// TestGatewayPlanningScheduler: with a PlanningScheduler each attempt is
+// deployed with the plan the scheduler chose (the job at another
+// parallelism), its placement checked against that plan; the plan given to
+// NewGateway is not used.
+func TestGatewayPlanningScheduler(t *testing.T) {
+	a := &fakeWorker{id: "a", endOnCancel: true}
+	job := idleJob{plan: Plan{Job: "idle", MaxParallelism: 8, Fingerprint: "idle",
+		Vertices: []Vertex{{ID: 0, Name: "src", Parallelism: 2, Source: true}, {ID: 1, Name: "one", Parallelism: 1, MaxParallelism: 1}}}}
+	g := NewGateway(job.Plan(), planningScheduler{job: job, w: a}, nil)
+	for attempt, tasks := range map[int]int{3: 4, 1: 2} {
+		infos, err := g.Deploy(context.Background(), jobmaster.DeployRequest{Attempt: attempt}, &jm{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(infos) != tasks {
+			t.Errorf("attempt %d at parallelism %d: %d tasks, want %d (the capped vertex at 1)", attempt, attempt, len(infos), tasks)
+		}
+		if got := a.plans[len(a.plans)-1]; got != fmt.Sprintf("idle@%d", attempt) {
+			t.Errorf("attempt %d deployed plan %s, want the rescaled one", attempt, got)
+		}
+		g.Cancel(jobmaster.CancelRequest{Attempt: attempt, Err: context.Canceled})
+	}
+	_, err := g.Deploy(context.Background(), jobmaster.DeployRequest{Attempt: 0}, &jm{})
+	if err == nil || !strings.Contains(err.Error(), "parallelism 0") {
+		t.Fatalf("attempt 0 (parallelism 0) = %v, want the Rescaled error", err)
 	}
 }

@@ -1,7 +1,10 @@
 package deploy
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +30,21 @@ type idleJob struct {
 	built chan string
 }
 
-func (j idleJob) Plan() Plan                         { return j.plan }
+func (j idleJob) Plan() Plan { return j.plan }
+
+// Rescaled gives the vertices min(n, their MaxParallelism) subtasks.
+func (j idleJob) Rescaled(n int) (Job, error) {
+	if n < 1 || n > j.plan.MaxParallelism {
+		return nil, fmt.Errorf("parallelism %d is not in 1..%d", n, j.plan.MaxParallelism)
+	}
+	r := j
+	r.plan.Vertices = slices.Clone(j.plan.Vertices)
+	for i, v := range r.plan.Vertices {
+		r.plan.Vertices[i].Parallelism = min(n, cmp.Or(v.MaxParallelism, j.plan.MaxParallelism))
+	}
+	r.plan.Fingerprint = fmt.Sprintf("%s@%d", j.plan.Fingerprint, n)
+	return r, nil
+}
 func (j idleJob) Master() (jobmaster.Options, error) { return jobmaster.Options{}, nil }
 func (j idleJob) Build(self string, p Placement, node *network.Node) jobmaster.BuildFunc {
 	return func(ctx context.Context, attempt int, restore *jobmaster.Restored, resp runtime.Responder) (*jobmaster.Deployment, error) {

@@ -299,6 +299,10 @@ func (jm *JobMaster) TriggerSavepoint(ctx context.Context, dir string, stop bool
 // Stats returns the checkpoint summary and history, oldest first.
 func (jm *JobMaster) Stats() (Summary, []CheckpointStats) { return jm.stats.snapshot() }
 
+// Summary returns the job's checkpoint counts and restarts without
+// copying the history, as a status read needs.
+func (jm *JobMaster) Summary() Summary { return jm.stats.currentSummary() }
+
 // Checkpoint returns the statistics of one checkpoint.
 func (jm *JobMaster) Checkpoint(id int64) (CheckpointStats, bool) { return jm.stats.get(id) }
 

@@ -172,6 +172,12 @@ func (b *statsBook) snapshot() (Summary, []CheckpointStats) {
 	return b.summary, out
 }
 
+func (b *statsBook) currentSummary() Summary {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.summary
+}
+
 func (b *statsBook) get(id int64) (CheckpointStats, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -1,6 +1,7 @@
 package network
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +14,7 @@ import (
 // slices have grown.
 func TestSerialAllocs(t *testing.T) {
 	enc := recordEncoder[int64]{c: codec.Int64()}
-	dec := recordDecoder[int64]{c: codec.Int64()}
+	dec := newRecordDecoder(codec.Int64(), false)
 	buf := make([]byte, 0, 100) // small: many records span two buffers
 	run := func() {
 		n := 0
@@ -101,4 +102,49 @@ func TestWriteAllocs(t *testing.T) {
 		t.Fatalf("%.2f allocations per batch of 1000 records, want < 10", allocs)
 	}
 	t.Logf("%.2f allocations per batch of 1000 records; %d received", allocs, received)
+}
+
+// TestReuseAllocs: with object reuse, 100-byte strings encoded straight
+// into buffers (or across two) and decoded back allocate nothing: the
+// strings point into the buffer, or into the decoder's two reused slices
+// when they span buffers.
+func TestReuseAllocs(t *testing.T) {
+	enc := recordEncoder[string]{c: codec.String()}
+	dec := newRecordDecoder(codec.String(), true)
+	dec.reuse = true
+	rec := strings.Repeat("s", 100)
+	buf := make([]byte, 0, 1000) // many records span two buffers
+	n := 0
+	emit := func() {
+		if err := dec.decode(buf); err != nil {
+			t.Fatal(err)
+		}
+		n += len(dec.recs)
+		buf = buf[:0]
+	}
+	run := func() {
+		for range 1000 {
+			if b, ok := enc.encodeInto(buf, rec, NoTimestamp); ok {
+				buf = b
+				if len(buf) == cap(buf) {
+					emit()
+				}
+				continue
+			}
+			for p := enc.encode(rec, NoTimestamp); len(p) > 0; {
+				k := copy(buf[len(buf):cap(buf)], p)
+				buf, p = buf[:len(buf)+k], p[k:]
+				if len(buf) == cap(buf) {
+					emit()
+				}
+			}
+		}
+	}
+	run()
+	if a := testing.AllocsPerRun(20, run); a != 0 {
+		t.Fatalf("%.1f allocations per 1000 records, want 0", a)
+	}
+	if n < 21*990 {
+		t.Fatalf("%d records decoded, want about %d", n, 21*1000)
+	}
 }

@@ -19,7 +19,7 @@ type pipe[T any] struct {
 	wg       sync.WaitGroup
 }
 
-func newPipe[T any](b *testing.B, o Options, c codec.Codec[T]) *pipe[T] {
+func newPipe[T any](b *testing.B, o Options, c codec.Codec[T], reuse bool) *pipe[T] {
 	prod := newNode(b, o, true)
 	cons := newNode(b, o, false)
 	g := cons.NewGate()
@@ -27,6 +27,7 @@ func newPipe[T any](b *testing.B, o Options, c codec.Codec[T]) *pipe[T] {
 	if err != nil {
 		b.Fatal(err)
 	}
+	in.SetObjectReuse(reuse)
 	out, err := NewOutput(prod, "bench", c, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -63,7 +64,14 @@ var benchBufferSize = flag.Int("network.bench-buffer-size", 0, "BufferSize of Be
 // io.Copy into io.Discard reads 8 KiB per system call and reaches about
 // half of it). Reports both in MB per wall second and per CPU second of
 // the process, and weir's ratios to the bare loop.
-func BenchmarkThroughput(b *testing.B) {
+func BenchmarkThroughput(b *testing.B) { benchThroughput(b, false) }
+
+// BenchmarkThroughputReuse is BenchmarkThroughput with object reuse at the
+// consumer (InputChannel.SetObjectReuse): a record is decoded into one of
+// two reused slices, not a new megabyte.
+func BenchmarkThroughputReuse(b *testing.B) { benchThroughput(b, true) }
+
+func benchThroughput(b *testing.B, reuse bool) {
 	const size = 1 << 20
 	rec := make([]byte, size)
 	total := int64(b.N) * size
@@ -73,7 +81,7 @@ func BenchmarkThroughput(b *testing.B) {
 	bareCPU, bareWall := processCPU()-cpu0, time.Since(wall0)
 
 	cpu0, wall0 = processCPU(), time.Now()
-	p := newPipe(b, Options{BufferSize: *benchBufferSize}, codec.Bytes())
+	p := newPipe(b, Options{BufferSize: *benchBufferSize}, codec.Bytes(), reuse)
 	go func() {
 		for range b.N {
 			if err := p.out.WriteRecord(rec, NoTimestamp); err != nil {
@@ -148,7 +156,7 @@ func bareTCP(b *testing.B, rec []byte, n int) {
 // BenchmarkIdleLatency: one record at a time through an idle channel at the
 // default settings (1 ms flush timeout); reports p50 and p99.
 func BenchmarkIdleLatency(b *testing.B) {
-	p := newPipe(b, Options{}, codec.Int64())
+	p := newPipe(b, Options{}, codec.Int64(), false)
 	lat := make([]time.Duration, 0, b.N)
 	for i := range b.N {
 		start := time.Now()

@@ -155,8 +155,8 @@ const (
 
 // sentBuf is a buffer of a batch, to give back to its channel once written.
 type sentBuf struct {
-	o   *outChan
-	buf []byte
+	o  *outChan
+	it outItem
 }
 
 // writeBatch is writeLoop's scratch: the frames gathered for one write.
@@ -273,7 +273,7 @@ func (c *conn) flushBatch(b *writeBatch) error {
 	for _, s := range b.sent {
 		o := s.o
 		o.mu.Lock()
-		o.recycle(s.buf)
+		o.release(s.it)
 		if !o.inReady && o.conn == c && o.box.Available() {
 			o.inReady = true
 			c.pushReady(o)
@@ -318,7 +318,7 @@ func (c *conn) gather(o *outChan, b *writeBatch) {
 		binary.BigEndian.PutUint32(h[frameHeaderLen:], uint32(backlog))
 		b.vec = append(b.vec, h, it.buf)
 		b.n += len(h) + len(it.buf)
-		b.sent = append(b.sent, sentBuf{o: o, buf: it.buf})
+		b.sent = append(b.sent, sentBuf{o: o, it: it})
 		o.m.BuffersOut.Add(1)
 		o.m.BytesOut.Add(int64(len(it.buf)))
 	} else {

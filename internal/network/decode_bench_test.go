@@ -10,24 +10,36 @@ import (
 
 // BenchmarkDecode: decoding one 32 KiB buffer of records, 100-byte strings
 // (each a new allocation: the receiving side cannot reuse memory the
-// consumer may keep) and 8-byte int64s (no allocation), in CPU nanoseconds
-// per record.
+// consumer may keep), the same with object reuse (strings pointing into the
+// buffer), [100]byte arrays and 8-byte int64s (no allocation), in CPU
+// nanoseconds per record.
 func BenchmarkDecode(b *testing.B) {
 	b.Run("string-100B", func(b *testing.B) {
-		benchDecode(b, codec.String(), strings.Repeat("v", 100), true)
+		benchDecode(b, codec.String(), strings.Repeat("v", 100), true, false)
+	})
+	b.Run("string-100B-reuse", func(b *testing.B) {
+		benchDecode(b, codec.String(), strings.Repeat("v", 100), true, true)
+	})
+	b.Run("array-100B", func(b *testing.B) {
+		c, err := codec.Of[[100]byte]()
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchDecode(b, c, [100]byte{1, 2, 3}, false, false)
 	})
 	b.Run("int64", func(b *testing.B) {
-		benchDecode(b, codec.Int64(), 42, false)
+		benchDecode(b, codec.Int64(), 42, false, false)
 	})
 }
 
-func benchDecode[T any](b *testing.B, c codec.Codec[T], rec T, clear bool) {
+func benchDecode[T any](b *testing.B, c codec.Codec[T], rec T, clear, reuse bool) {
 	enc := recordEncoder[T]{c: c}
 	var buf []byte
 	for len(buf) < 32<<10-128 {
 		buf = append(buf, enc.encode(rec, NoTimestamp)...)
 	}
-	d := recordDecoder[T]{c: c, clear: clear}
+	d := newRecordDecoder(c, clear)
+	d.reuse = reuse
 	b.SetBytes(int64(len(buf)))
 	cpu0 := processCPU()
 	for b.Loop() {

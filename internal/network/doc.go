@@ -27,6 +27,16 @@
 // task's goroutine (OutputChannel.Write) and decoded on the consuming
 // task's (InputChannel.Poll); the network goroutines only move buffers.
 //
+// A record is encoded straight into the open buffer when it fits; one
+// that fills whole buffers is lent to the connection as slices of its own
+// encoding (one large record at a time per channel, so the sending side
+// holds at most two encodings of a large record besides its buffers); one
+// that spans buffers is gathered at the receiver into memory its value
+// keeps, without a second copy when the codec is a codec.AliasDecoder
+// (String, Bytes). With object reuse (InputChannel.SetObjectReuse, off by
+// default) the values of a batch point into the receive buffer, which is
+// given back, with its credit, only at the next Poll.
+//
 // # Wire protocol
 //
 // A handshake first (magic, ProtocolVersion, buffer size, cluster token;

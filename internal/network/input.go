@@ -238,7 +238,8 @@ const (
 // decoded on it, not on the network's goroutines.
 type InputChannel[T any] struct {
 	*inChan
-	dec recordDecoder[T]
+	dec  recordDecoder[T]
+	held []byte // object reuse: the buffer the last batch points into
 }
 
 // Subscribe requests the output channel name from the producer process at
@@ -263,7 +264,7 @@ func Subscribe[T any](g *Gate, addr, name string, c codec.Codec[T]) (*InputChann
 	}
 	in := &InputChannel[T]{
 		inChan: &inChan{gate: g, idx: idx, name: name, conn: conn, id: conn.reserveID(), prioBell: make(chan struct{}, 1)},
-		dec:    recordDecoder[T]{c: c, clear: typeinfo.HoldsPointers[T]()},
+		dec:    newRecordDecoder(c, typeinfo.HoldsPointers[T]()),
 	}
 	in.m.Credit.Store(int64(cr))
 	g.chans[idx] = in.inChan
@@ -284,6 +285,7 @@ func Subscribe[T any](g *Gate, addr, name string, c codec.Codec[T]) (*InputChann
 // Empty and its error, naming the channel and the peer. After
 // EndOfPartition the channel is finished and returns Empty.
 func (in *InputChannel[T]) Poll() (what Polled, recs []T, ts []int64, ev Event, err error) {
+	in.releaseHeld()
 	for {
 		it, ok, err := in.pop()
 		if !ok {
@@ -296,16 +298,44 @@ func (in *InputChannel[T]) Poll() (what Polled, recs []T, ts []int64, ev Event, 
 			return Control, nil, nil, it.ev, nil
 		}
 		err = in.dec.decode(it.buf)
-		in.gate.release(in.inChan, it.buf)
+		recs, ts := in.dec.batch()
+		if in.dec.reuse && err == nil && len(recs) > 0 {
+			in.held = it.buf // the records point into it
+		} else {
+			in.gate.release(in.inChan, it.buf)
+		}
 		if err != nil {
 			err = fmt.Errorf("network: channel %q, peer %s: %w", in.name, in.conn.peer, err)
 			in.fail(err)
 			return Empty, nil, nil, Event{}, err
 		}
-		if recs, ts := in.dec.batch(); len(recs) > 0 {
+		if len(recs) > 0 {
 			return Records, recs, ts, Event{}, nil
 		}
 		// The buffer only continued a record that goes on in the next one.
+	}
+}
+
+// SetObjectReuse turns object reuse on or off (Flink's
+// enableObjectReuse; off by default). With it on, the records of a batch
+// may point into the receive buffer they came in (strings and []byte
+// decoded by a codec.AliasDecoder, such as codec.String and codec.Bytes,
+// are not copied out of it), and that buffer is given back, to be
+// overwritten by later data, at the next Poll. The consumer
+// therefore promises to keep no record, nor any string or slice of one,
+// past its next call to Poll: what it keeps it must copy (strings.Clone,
+// slices.Clone). Records that span buffers are always decoded into memory
+// of their own. Call it from the consuming goroutine, between Polls.
+func (in *InputChannel[T]) SetObjectReuse(on bool) {
+	in.releaseHeld()
+	in.dec.reuse = on
+}
+
+// releaseHeld gives back the buffer the last batch pointed into.
+func (in *InputChannel[T]) releaseHeld() {
+	if in.held != nil {
+		in.gate.release(in.inChan, in.held)
+		in.held = nil
 	}
 }
 
@@ -329,7 +359,9 @@ func (in *inChan) Resume() {
 }
 
 // Cancel gives the channel up: the producer is told, frames still in
-// flight are dropped, and the channel's buffers return to the gate.
+// flight are dropped, and the channel's buffers return to the gate (but
+// for the one an object-reusing consumer's last batch points into, which
+// is left to the garbage collector).
 func (in *inChan) Cancel() {
 	in.mu.Lock()
 	done := in.err != nil || in.finished

@@ -14,13 +14,16 @@ import (
 // ErrFinished is returned by a write to a channel after its end of partition.
 var ErrFinished = errors.New("channel finished: end of partition already sent")
 
-// outItem is a queued buffer, or an event when buf is nil. partial is the
-// number of bytes at the start of buf that end a record begun in an
+// outItem is a queued buffer, or an event when buf is nil. A buffer is
+// one of the channel's, or a slice of a lent record (lent set); either
+// goes back through outChan.release once written or dropped. partial is
+// the number of bytes at the start of buf that end a record begun in an
 // earlier buffer (Flink's partial record length): a priority event that
 // overtakes the buffer leaves that record to the receiver, which has its
 // start.
 type outItem struct {
 	buf     []byte
+	lent    *lentRecord
 	partial int
 	ev      Event
 	sent    func() // EmitTracked's: called when the event goes on the wire
@@ -39,6 +42,8 @@ type outChan struct {
 	curPart   int      // cur's partial (see outItem)
 	free      [][]byte // recycled buffers
 	allocated int
+	lentOut   int           // large records lent to the connection (lend)
+	lentIdle  []*lentRecord // lent records given back, for reuse
 	space     chan struct{} // rung when a buffer is recycled or the channel fails
 	conn      *conn         // the connection serving the channel; nil before the request
 	id        uint32
@@ -214,12 +219,112 @@ func (o *outChan) fail(err error) {
 	}
 	o.box.Drain(func(k credit.Kind, it outItem) {
 		if k == credit.Data {
-			o.recycle(it.buf)
+			o.release(it)
 		}
 	})
 	o.m.Backlog.Store(0)
 	o.unbindLocked()
 	o.mu.Unlock()
+	select {
+	case o.space <- struct{}{}:
+	default:
+	}
+}
+
+// lentRecord is the encoding of a large record, sent as it is: its whole
+// buffers go on the wire as slices of it (no copy into the channel's
+// buffers), and it comes back to the channel when the last is written.
+type lentRecord struct {
+	b   []byte
+	out int // slices of b queued or being written
+}
+
+// maxLent is the number of large records a channel lends at once: one is
+// on its way while the producer encodes the next, so the sending side
+// holds at most two encodings of a large record besides its buffers.
+const maxLent = 1
+
+// lend queues the large record p, which is *scratch's encoding: the part
+// that fits goes into the open buffer, then every whole buffer's worth as
+// a slice of p itself, and the rest into a new buffer. *scratch is
+// swapped for the encoding of an earlier record the connection gave back,
+// so the producer does not write over p while it is being sent (o.mu
+// held; released while waiting for the earlier record to go).
+func (o *outChan) lend(p []byte, scratch *[]byte) error {
+	n := copy(o.cur[len(o.cur):cap(o.cur)], p)
+	o.cur = o.cur[:len(o.cur)+n]
+	p = p[n:]
+	o.sendCur()
+	var start time.Time
+	for o.lentOut >= maxLent {
+		if o.err != nil {
+			return o.err
+		}
+		if start.IsZero() {
+			start = time.Now()
+		}
+		o.waitSpace()
+	}
+	if o.err != nil {
+		return o.err
+	}
+	if !start.IsZero() {
+		o.m.BackPressuredNanos.Add(int64(time.Since(start)))
+	}
+	var lr *lentRecord
+	if k := len(o.lentIdle); k > 0 {
+		lr, o.lentIdle = o.lentIdle[k-1], o.lentIdle[:k-1]
+	} else {
+		lr = &lentRecord{}
+	}
+	lr.b, *scratch = *scratch, lr.b[:0]
+	o.lentOut++
+	bs := o.node.opts.BufferSize
+	for len(p) >= bs {
+		// Each slice continues the record begun in the buffer sent above.
+		o.box.Push(credit.Data, outItem{buf: p[:bs:bs], lent: lr, partial: bs})
+		lr.out++
+		p = p[bs:]
+	}
+	o.m.Backlog.Store(int64(o.box.Backlog()))
+	o.notifyLocked()
+	return o.put(p, true)
+}
+
+// waitSpace waits until a buffer or a lent record comes back, the channel
+// fails or its producer gives up, calling the priority hook (see
+// SetPriorityHook) when its bell rings (o.mu held; released while
+// waiting).
+func (o *outChan) waitSpace() {
+	o.mu.Unlock()
+	select {
+	case <-o.space:
+		o.mu.Lock()
+	case <-o.wake:
+		o.onWake()
+		o.mu.Lock()
+	case <-o.done:
+		o.mu.Lock()
+		if o.err == nil {
+			o.err = fmt.Errorf("network: channel %q: %w by its producer", o.name, ErrCancelled)
+		}
+	}
+}
+
+// release takes back a data item that was sent or dropped: a buffer of
+// the channel's, or a slice of a lent record (o.mu held).
+func (o *outChan) release(it outItem) {
+	lr := it.lent
+	if lr == nil {
+		o.recycle(it.buf)
+		return
+	}
+	lr.out--
+	if lr.out > 0 {
+		return
+	}
+	o.lentOut--
+	o.lentIdle = append(o.lentIdle, lr)
 	select {
 	case o.space <- struct{}{}:
 	default:
@@ -255,19 +360,7 @@ func (o *outChan) takeBuffer() error {
 		if start.IsZero() {
 			start = time.Now()
 		}
-		o.mu.Unlock()
-		select {
-		case <-o.space:
-			o.mu.Lock()
-		case <-o.wake:
-			o.onWake()
-			o.mu.Lock()
-		case <-o.done:
-			o.mu.Lock()
-			if o.err == nil {
-				o.err = fmt.Errorf("network: channel %q: %w by its producer", o.name, ErrCancelled)
-			}
-		}
+		o.waitSpace()
 	}
 	if !start.IsZero() {
 		o.m.BackPressuredNanos.Add(int64(time.Since(start)))
@@ -275,10 +368,10 @@ func (o *outChan) takeBuffer() error {
 	return nil
 }
 
-// put appends p, one record, to the channel's byte stream, sending each
-// buffer it fills.
-func (o *outChan) put(p []byte) error {
-	for first := true; len(p) > 0; first = false {
+// put appends p, one record (or, with cont, the rest of one), to the
+// channel's byte stream, sending each buffer it fills.
+func (o *outChan) put(p []byte, cont bool) error {
+	for first := !cont; len(p) > 0; first = false {
 		if o.cur == nil {
 			if err := o.takeBuffer(); err != nil {
 				return err
@@ -362,7 +455,7 @@ func (o *OutputChannel[T]) Write(recs []T, ts []int64) error {
 			t = ts[i]
 		}
 		o.handAt = i
-		if err := o.put(o.enc.encode(r, t)); err != nil {
+		if err := o.write(r, t); err != nil {
 			return err
 		}
 	}
@@ -387,11 +480,35 @@ func (o *OutputChannel[T]) WriteRecord(rec T, ts int64) error {
 		var zero T
 		o.one[0], o.hand, o.handTS = zero, nil, nil
 	}()
-	if err := o.put(o.enc.encode(rec, ts)); err != nil {
+	if err := o.write(rec, ts); err != nil {
 		return err
 	}
 	o.leaveOpen()
 	return nil
+}
+
+// write encodes one record (o.mu held): straight into the open buffer
+// when it fits there, else through the encoder's scratch, copied into
+// buffers, or, for a record that fills whole buffers, lent to the
+// connection as it is (lend).
+func (o *OutputChannel[T]) write(r T, ts int64) error {
+	if o.cur == nil {
+		if err := o.takeBuffer(); err != nil {
+			return err
+		}
+	}
+	if b, ok := o.enc.encodeInto(o.cur, r, ts); ok {
+		o.cur = b
+		if len(o.cur) == cap(o.cur) {
+			o.sendCur()
+		}
+		return nil
+	}
+	p := o.enc.encode(r, ts)
+	if len(p) >= 2*o.node.opts.BufferSize {
+		return o.lend(p, &o.enc.scratch)
+	}
+	return o.put(p, false)
 }
 
 // Flush queues the partly filled buffer, if any, for sending.

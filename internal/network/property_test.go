@@ -23,8 +23,9 @@ type op struct {
 
 // TestPropertyDelivery runs random scripts on several channels of one
 // connection, with small buffers (records from 0 bytes to 3 buffers), few
-// credits (down to 1) and random events: every channel receives every
-// record once, in order, with its timestamp, and every event in its place.
+// credits (down to 1), random events and object reuse on or off per
+// channel: every channel receives every record once, in order, with its
+// timestamp, and every event in its place.
 func TestPropertyDelivery(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		bufSize := rapid.IntRange(64, 512).Draw(rt, "bufferSize")
@@ -101,6 +102,10 @@ func TestPropertyDelivery(t *testing.T) {
 			if ins[c], err = Subscribe(g, prod.Addr(), fmt.Sprintf("ch%d", c), codec.String()); err != nil {
 				rt.Fatal(err)
 			}
+			// Object reuse: the strings point into the receive buffers,
+			// so the consumer below clones what it keeps (under -race, a
+			// buffer given back too early is a reported race).
+			ins[c].SetObjectReuse(rapid.Bool().Draw(rt, fmt.Sprintf("reuse%d", c)))
 		}
 		var wg sync.WaitGroup
 		errs := make([]error, nch)
@@ -141,7 +146,7 @@ func TestPropertyDelivery(t *testing.T) {
 				case Records:
 					progress = true
 					for i, r := range recs {
-						it := item{rec: r, ts: NoTimestamp}
+						it := item{rec: strings.Clone(r), ts: NoTimestamp}
 						if ts != nil {
 							it.ts = ts[i]
 						}

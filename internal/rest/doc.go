@@ -10,6 +10,8 @@
 //	GET    /jobs                                       job ids and statuses
 //	GET    /jobs/overview                              jobs with times and task counts
 //	GET    /jobs/{jobid}                               job details: vertices, metrics, operators, backpressure, plan
+//	GET    /jobs/{jobid}/vertices/{vid}                a vertex's subtasks: status, attempt, TaskManager, host
+//	GET    /jobs/{jobid}/vertices/{vid}/taskmanagers   a vertex's subtasks grouped by TaskManager
 //	PATCH  /jobs/{jobid}?mode=cancel                   cancel (202)
 //	GET    /jobs/{jobid}/exceptions[?maxExceptions=N]  failures, newest first
 //	GET    /jobs/{jobid}/checkpoints                   counts, summary, latest, history

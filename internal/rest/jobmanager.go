@@ -149,6 +149,30 @@ type VertexInfo struct {
 	// counts summed over the subtasks; nil when the job does not count
 	// them.
 	Operators []OperatorRecords
+	// Subtasks are the vertex's subtasks by index, with where each runs
+	// (GET /jobs/{id}/vertices/{vid}); nil when the job does not know them:
+	// the server then lists Parallelism subtasks of the vertex's status on
+	// no TaskManager.
+	Subtasks []SubtaskInfo
+}
+
+// SubtaskInfo is one subtask of a vertex: its attempt and the TaskManager
+// that runs it.
+type SubtaskInfo struct {
+	Status TaskStatus
+	// Attempt is the number of the job's attempt the subtask belongs to
+	// (0 for the first, one more after each restart).
+	Attempt int
+	// TaskManager is the id of the TaskManager the subtask runs on (that
+	// of /taskmanagers; "local" for the embedded one); "" while it is not
+	// placed.
+	TaskManager string
+	// Endpoint is that TaskManager's address, host:port (on a cluster its
+	// data plane's), or a host name alone.
+	Endpoint           string
+	StartTime, EndTime time.Time // zero before, and while running
+	// Metrics are the subtask's own figures; BytesUnknown as for a vertex.
+	Metrics IOMetrics
 }
 
 // OperatorRecords are one chained operator's records in and out (Flink's

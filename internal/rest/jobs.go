@@ -179,18 +179,11 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 		tasks[v.Status] = v.Parallelism
 		d.StatusCounts[v.Status]++
 		d.MaxParallelism = max(d.MaxParallelism, v.MaxParallelism)
-		m := v.Metrics
 		d.Vertices = append(d.Vertices, JobVertexDetails{
 			ID: v.ID, Name: v.Name, MaxParallelism: cmp.Or(v.MaxParallelism, -1), Parallelism: v.Parallelism,
 			Status: v.Status, StartTime: ms(v.StartTime), EndTime: ms(v.EndTime),
 			Duration: duration(v.StartTime, v.EndTime, now), Tasks: tasks,
-			Metrics: IOMetricsInfo{
-				ReadBytes: m.ReadBytes, ReadBytesComplete: !m.BytesUnknown, WriteBytes: m.WriteBytes, WriteBytesComplete: !m.BytesUnknown,
-				ReadRecords: m.ReadRecords, ReadRecordsComplete: true, WriteRecords: m.WriteRecords, WriteRecordsComplete: true,
-				AccumulatedBackpressuredTime: m.BackPressuredTime.Milliseconds(),
-				AccumulatedIdleTime:          m.IdleTime.Milliseconds(),
-				AccumulatedBusyTime:          m.BusyTime.Milliseconds(),
-			},
+			Metrics:      ioMetricsInfo(v.Metrics),
 			BackPressure: JobVertexBackPressure{Level: backPressureLevel(v.BackPressuredRatio), Ratio: clampRatio(v.BackPressuredRatio)},
 			Operators:    operatorsJSON(v.Operators),
 		})
@@ -207,6 +200,17 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 	}
 	d.NumRestarts = int64(sum.Restarts)
 	writeJSON(w, http.StatusOK, d)
+}
+
+// ioMetricsInfo is the JSON of a vertex's or a subtask's figures.
+func ioMetricsInfo(m IOMetrics) IOMetricsInfo {
+	return IOMetricsInfo{
+		ReadBytes: m.ReadBytes, ReadBytesComplete: !m.BytesUnknown, WriteBytes: m.WriteBytes, WriteBytesComplete: !m.BytesUnknown,
+		ReadRecords: m.ReadRecords, ReadRecordsComplete: true, WriteRecords: m.WriteRecords, WriteRecordsComplete: true,
+		AccumulatedBackpressuredTime: m.BackPressuredTime.Milliseconds(),
+		AccumulatedIdleTime:          m.IdleTime.Milliseconds(),
+		AccumulatedBusyTime:          m.BusyTime.Milliseconds(),
+	}
 }
 
 func zeroTaskCounts() map[TaskStatus]int {

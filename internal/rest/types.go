@@ -175,6 +175,62 @@ type JobVertexDetails struct {
 	Operators []JobVertexOperator `json:"operators,omitempty"`
 }
 
+// JobVertexDetailsInfo is GET /jobs/{id}/vertices/{vid}: a vertex and its
+// subtasks, with where each runs (Flink's JobVertexDetailsInfo).
+type JobVertexDetailsInfo struct {
+	ID             string                               `json:"id"`
+	Name           string                               `json:"name"`
+	Parallelism    int                                  `json:"parallelism"`
+	MaxParallelism int                                  `json:"maxParallelism"`
+	Now            int64                                `json:"now"`
+	Subtasks       []SubtaskExecutionAttemptDetailsInfo `json:"subtasks"`
+}
+
+// SubtaskExecutionAttemptDetailsInfo is one subtask of a vertex, as Flink's
+// of the same name: Host is the TaskManager's host (Flink before 1.17),
+// Endpoint its host:port, "(unassigned)" both while the subtask is not
+// placed.
+type SubtaskExecutionAttemptDetailsInfo struct {
+	Subtask       int           `json:"subtask"`
+	Status        TaskStatus    `json:"status"`
+	Attempt       int           `json:"attempt"`
+	Endpoint      string        `json:"endpoint"`
+	Host          string        `json:"host"`
+	StartTime     int64         `json:"start-time"`
+	EndTime       int64         `json:"end-time"`
+	Duration      int64         `json:"duration"`
+	Metrics       IOMetricsInfo `json:"metrics"`
+	TaskManagerID string        `json:"taskmanager-id"`
+}
+
+// JobVertexTaskManagersInfo is GET /jobs/{id}/vertices/{vid}/taskmanagers:
+// a vertex's subtasks grouped by the TaskManager they run on (Flink's
+// JobVertexTaskManagersInfo), in the order of their first subtask.
+type JobVertexTaskManagersInfo struct {
+	ID           string                  `json:"id"`
+	Name         string                  `json:"name"`
+	Now          int64                   `json:"now"`
+	TaskManagers []JobVertexTaskManagers `json:"taskmanagers"`
+}
+
+// JobVertexTaskManagers is one TaskManager of a vertex: the status of its
+// subtasks there (the least advanced, as a vertex's), their counts by
+// status, their figures summed, their earliest start and latest end.
+type JobVertexTaskManagers struct {
+	Endpoint      string             `json:"endpoint"`
+	Host          string             `json:"host"`
+	Status        TaskStatus         `json:"status"`
+	StartTime     int64              `json:"start-time"`
+	EndTime       int64              `json:"end-time"`
+	Duration      int64              `json:"duration"`
+	Metrics       IOMetricsInfo      `json:"metrics"`
+	StatusCounts  map[TaskStatus]int `json:"status-counts"`
+	TaskManagerID string             `json:"taskmanager-id"`
+	// Subtasks are the indexes of the vertex's subtasks on this
+	// TaskManager (weir).
+	Subtasks []int `json:"subtasks"`
+}
+
 // JobVertexOperator is one chained operator in GET /jobs/{id}.
 type JobVertexOperator struct {
 	Name         string `json:"name"`

@@ -70,6 +70,9 @@ func TestBrowserRunningJob(t *testing.T) {
 
 	// Back on the history, a savepoint into the job's default directory.
 	b.do(t, "back to the checkpoints", chromedp.Click(chromedp.CSS(`nav.tabs a[href$="/checkpoints"]`)))
+	// The history page is mounted (its action bar replaced the one of the
+	// checkpoint's page) before its button is clicked.
+	b.waitFor(t, "the history shows", `document.querySelector('#history-body tr') !== null`)
 	b.do(t, "take a savepoint", chromedp.Click(chromedp.ID("trigger-savepoint")))
 	b.waitFor(t, "the savepoint completes", `document.getElementById("op-status").dataset.state === "completed" && document.getElementById("op-status").dataset.kind === "savepoint"`)
 	if got := evaluate[string](t, b, `document.getElementById("op-status").textContent`); !strings.Contains(got, savepoints) {

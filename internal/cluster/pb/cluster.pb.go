@@ -722,8 +722,13 @@ type DeployTasks struct {
 	// storage_url is the job's checkpoint storage; probe_name an object the
 	// JobManager wrote there: a TaskManager that cannot read it does not
 	// share the storage and refuses the deployment, naming the path.
-	StorageUrl    string `protobuf:"bytes,8,opt,name=storage_url,json=storageUrl,proto3" json:"storage_url,omitempty"`
-	ProbeName     string `protobuf:"bytes,9,opt,name=probe_name,json=probeName,proto3" json:"probe_name,omitempty"`
+	StorageUrl string `protobuf:"bytes,8,opt,name=storage_url,json=storageUrl,proto3" json:"storage_url,omitempty"`
+	ProbeName  string `protobuf:"bytes,9,opt,name=probe_name,json=probeName,proto3" json:"probe_name,omitempty"`
+	// parallelism, when not 0, is the parallelism the JobManager chose for
+	// the attempt (reactive mode): the TaskManager builds the job from
+	// job_name and args, then rescales it to this (deploy.Job.Rescaled)
+	// before it compares fingerprints.
+	Parallelism   int32 `protobuf:"varint,10,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -819,6 +824,13 @@ func (x *DeployTasks) GetProbeName() string {
 		return x.ProbeName
 	}
 	return ""
+}
+
+func (x *DeployTasks) GetParallelism() int32 {
+	if x != nil {
+		return x.Parallelism
+	}
+	return 0
 }
 
 // TriggerCheckpoint starts a checkpoint at the attempt's sources.
@@ -2261,7 +2273,7 @@ const file_weir_cluster_v1_cluster_proto_rawDesc = "" +
 	"stop_tasks\x18\x0f \x01(\v2\x16.weir.cluster.v1.EmptyH\x00R\tstopTasks\x126\n" +
 	"\x06cancel\x18\x10 \x01(\v2\x1c.weir.cluster.v1.CancelTasksH\x00R\x06cancelB\x06\n" +
 	"\x04body\"\a\n" +
-	"\x05Empty\"\x9a\x02\n" +
+	"\x05Empty\"\xbc\x02\n" +
 	"\vDeployTasks\x12\x18\n" +
 	"\arequest\x18\x01 \x01(\x04R\arequest\x12\x19\n" +
 	"\bjob_name\x18\x02 \x01(\tR\ajobName\x12\x12\n" +
@@ -2273,7 +2285,9 @@ const file_weir_cluster_v1_cluster_proto_rawDesc = "" +
 	"\vstorage_url\x18\b \x01(\tR\n" +
 	"storageUrl\x12\x1d\n" +
 	"\n" +
-	"probe_name\x18\t \x01(\tR\tprobeName\"\x99\x01\n" +
+	"probe_name\x18\t \x01(\tR\tprobeName\x12 \n" +
+	"\vparallelism\x18\n" +
+	" \x01(\x05R\vparallelism\"\x99\x01\n" +
 	"\x11TriggerCheckpoint\x12\x1e\n" +
 	"\n" +
 	"checkpoint\x18\x01 \x01(\x03R\n" +

@@ -200,12 +200,22 @@ func (j *Job) Vertices(maxParallelism int) []rest.VertexInfo {
 	for _, v := range j.metrics.Vertices(time.Now()) {
 		figures[v.ID] = v
 	}
+	attempt, _ := j.metrics.Tasks()
 	out := make([]rest.VertexInfo, 0, len(j.jg.Vertices))
 	for _, v := range j.jg.Vertices {
 		id := strconv.Itoa(int(v.ID))
 		vi := rest.VertexInfo{ID: id, Name: v.Name, Parallelism: v.Parallelism,
 			MaxParallelism: maxParallelism, Status: rest.TaskCreated}
 		if m, ok := figures[id]; ok {
+			// Every subtask runs on the one embedded TaskManager.
+			for _, t := range m.Subtasks {
+				vi.Subtasks = append(vi.Subtasks, rest.SubtaskInfo{
+					Status: taskStatus(t.Status), Attempt: attempt, TaskManager: TaskManagerID, Endpoint: Host,
+					StartTime: t.Start, EndTime: t.End,
+					Metrics: rest.IOMetrics{ReadRecords: t.RecordsIn, WriteRecords: t.RecordsOut,
+						BackPressuredTime: t.BackPressured, IdleTime: t.Idle, BusyTime: t.Busy, BytesUnknown: true},
+				})
+			}
 			vi.Status = taskStatus(m.Status)
 			vi.StartTime, vi.EndTime = m.Start, m.End
 			vi.Metrics = rest.IOMetrics{

@@ -12,6 +12,13 @@ import (
 	"github.com/weirstream/weir/internal/rest"
 )
 
+// TaskManagerID is the id of the embedded TaskManager, and Host the host
+// its subtasks run on (GET /jobs/{id}/vertices/{vid}).
+const (
+	TaskManagerID = "local"
+	Host          = "localhost"
+)
+
 // TaskManager describes the embedded TaskManager of a process running
 // jobs: as many slots as the jobs need (a job needs its largest vertex
 // parallelism, as with Flink's slot sharing), those of running jobs in
@@ -27,7 +34,7 @@ func TaskManager(jobs []*Job) rest.TaskManagerInfo {
 	}
 	total, free := MemoryInfo()
 	return rest.TaskManagerInfo{
-		ID: "local", Address: "local", LastHeartbeat: time.Now(),
+		ID: TaskManagerID, Address: "local", LastHeartbeat: time.Now(),
 		Slots: max(slots, 1), FreeSlots: max(slots, 1) - used,
 		CPUCores: goruntime.NumCPU(), PhysicalMemory: total, FreeMemory: free,
 	}

@@ -539,10 +539,31 @@ function graphView(jobId) {
         el("thead", {}, el("tr", {},
           el("th", { text: "Vertex" }), el("th", { text: "Operator" }),
           el("th", { class: "num", text: "Records in" }), el("th", { class: "num", text: "Records out" }))),
-        el("tbody", { id: "operators-body" })))));
+        el("tbody", { id: "operators-body" })))),
+    el("section", { class: "panel" },
+      el("h2", {}, "Subtasks", el("span", { class: "muted", text: "where each subtask of the current attempt runs" })),
+      el("div", { class: "table-wrap" }, el("table", { id: "subtasks-table" },
+        el("thead", {}, el("tr", {},
+          el("th", { text: "Vertex" }), el("th", { class: "num", text: "Subtask" }), el("th", { text: "Status" }),
+          el("th", { class: "num", text: "Attempt" }), el("th", { text: "TaskManager" }), el("th", { text: "Endpoint" }),
+          el("th", { text: "Start" }), el("th", { class: "num", text: "Duration" }))),
+        el("tbody", { id: "subtasks-body" })))));
   return {
     root,
     async refresh(gen, job) {
+      // Each vertex's subtasks, with the TaskManager that runs each.
+      const details = await Promise.all(job.vertices.map((v) => api(`jobs/${enc(jobId)}/vertices/${enc(v.id)}`)));
+      if (stale(gen)) return;
+      fill("subtasks-body", details.flatMap((d) => d.subtasks.map((s) =>
+        el("tr", { "data-vertex-id": d.id, "data-subtask": s.subtask, "data-taskmanager-id": s["taskmanager-id"] },
+          el("td", { text: s.subtask === 0 ? d.name : "" }),
+          el("td", { class: "num", text: `${s.subtask + 1}/${d.parallelism}` }),
+          el("td", {}, badge(s.status)),
+          el("td", { class: "num", text: s.attempt }),
+          el("td", { class: "mono", text: s["taskmanager-id"] }),
+          el("td", { class: "mono", text: s.endpoint }),
+          el("td", { text: fmtTime(s["start-time"]) }),
+          el("td", { class: "num", text: s["start-time"] < 0 ? "—" : fmtDuration(s.duration) })))));
       const rates = vertexRates(job);
       fill("graph", drawGraph(job, rates));
       fill("vertices-body", job.vertices.map((v) => {
