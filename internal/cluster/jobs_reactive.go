@@ -201,14 +201,7 @@ func (s *reactiveScheduler) PlaceAttempt(ctx context.Context, req jobmaster.Depl
 			}
 			run.waitingFor(note, req.Attempt, jm.opts.Reactive.WaitTimeout)
 		}
-		var fire <-chan time.Time
-		if !until.IsZero() {
-			if timer != nil {
-				timer.Stop()
-			}
-			timer = time.NewTimer(max(until.Sub(jm.opts.Now()), 0))
-			fire = timer.C
-		}
+		fire := rearm(&timer, until, jm.opts.Now())
 		select {
 		case <-changed:
 		case <-fire:
@@ -216,6 +209,19 @@ func (s *reactiveScheduler) PlaceAttempt(ctx context.Context, req jobmaster.Depl
 			return deploy.Plan{}, deploy.Placement{}, nil, ctx.Err()
 		}
 	}
+}
+
+// rearm stops *timer and, when until is set, starts it again to fire at
+// until: the channel to wait on, nil (never) without until.
+func rearm(timer **time.Timer, until, now time.Time) <-chan time.Time {
+	if until.IsZero() {
+		return nil
+	}
+	if *timer != nil {
+		(*timer).Stop()
+	}
+	*timer = time.NewTimer(max(until.Sub(now), 0))
+	return (*timer).C
 }
 
 // errRescale is the cause of the cancel of an attempt that rescales.
@@ -262,14 +268,7 @@ func (jm *JobManager) watchReactive(ctx context.Context, run *jobRun) {
 			run.gateway.Cancel(jobmaster.CancelRequest{Attempt: attempt, Reason: reason, Err: fmt.Errorf("%w: %s", errRescale, reason)})
 			continue
 		}
-		var fire <-chan time.Time
-		if !until.IsZero() {
-			if timer != nil {
-				timer.Stop()
-			}
-			timer = time.NewTimer(max(until.Sub(jm.opts.Now()), 0))
-			fire = timer.C
-		}
+		fire := rearm(&timer, until, jm.opts.Now())
 		select {
 		case <-changed:
 		case <-run.reactive.deployed:
