@@ -500,3 +500,62 @@ func TestInflightKeptOverAbort(t *testing.T) {
 		t.Fatalf("input state of checkpoint 5: %v, want the 2 records its barrier overtook", d)
 	}
 }
+
+// finishLog is a Responder that, once the source finished, triggers a
+// checkpoint and then lets the task end.
+type finishLog struct {
+	ackLog
+	task *Task
+}
+
+func (r *finishLog) SourceFinished(string) {
+	go func() {
+		_ = r.task.Post(context.Background(), r.task.TriggerCheckpoint(9, time.Now().UnixMilli(), nil))
+		_ = r.task.Post(context.Background(), r.task.Finish())
+	}()
+}
+
+// TestFinishedSourceTriggersAligned: a source task whose input ended
+// sends aligned barriers even with unaligned checkpoints on, so that the
+// final checkpoint holds no output state (the sinks' end-of-input flush
+// commits those records: a restore of that checkpoint would replay them
+// once more). The records queued in front of the barrier stay in front.
+func TestFinishedSourceTriggersAligned(t *testing.T) {
+	for _, timeout := range []time.Duration{0, time.Hour} {
+		t.Run(fmt.Sprint("timeout=", timeout), func(t *testing.T) {
+			c, _ := codec.Of[int]()
+			ch := NewChannel[int](64, make(chan struct{}, 1), nil)
+			w := NewRecordWriter([]*Channel[int]{ch}, WriterOptions[int]{Partitioner: graph.Forward, BatchSize: 4})
+			w.SetChannelState(c, []checkpoint.ChannelStateHandle{ChannelStateHandleFor("a->b/0", 0, 1, 0, 1, true)}, nil, nil)
+			src := &countSource{end: 40, batch: 10, out: w, ready: make(chan struct{})}
+			resp := &finishLog{}
+			task := NewTask(TaskConfig{Name: "src", Parallelism: 1, Source: src, Writers: []Writer{w},
+				Chain: []Chained{{Name: "src", Op: nopOp{}}},
+				Checkpointing: &CheckpointConfig{Mode: checkpoint.ExactlyOnce, Responder: resp, Unaligned: true, AlignedTimeout: timeout,
+					Operators: []OperatorInfo{{UID: "src", Name: "src"}}}})
+			resp.task = task
+			if err := task.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			resp.mu.Lock()
+			acks := slices.Clone(resp.acks)
+			resp.mu.Unlock()
+			if len(acks) != 1 || acks[0].Err != nil || acks[0].Unaligned || acks[0].PersistedData != 0 {
+				t.Fatalf("acks %+v: want one aligned ack of checkpoint 9 without persisted data", acks)
+			}
+			var recs int
+			var order []string
+			for len(ch.queue) > 0 {
+				env := <-ch.queue
+				if env.recs != nil {
+					recs += len(env.recs)
+					continue
+				}
+				order = append(order, fmt.Sprintf("%s(after %d)", env.ev.Kind, recs))
+			}
+			if recs != 40 || len(order) == 0 || order[0] != "barrier(after 40)" {
+				t.Fatalf("queue: %d records, events %v: want the barrier behind all 40", recs, order)
+			}
+		})
+	}
+}

@@ -195,7 +195,12 @@ type asyncSnapshots struct {
 func (t *Task) TriggerCheckpoint(id, timestamp int64, opts *BarrierOptions) Mail {
 	return func() error {
 		b := Event{Kind: Barrier, ID: id, Timestamp: timestamp, Options: opts}
-		if cc := t.cfg.Checkpointing; cc != nil && cc.Unaligned && (opts == nil || opts.Kind == checkpoint.KindCheckpoint) {
+		// A source whose input ended sends aligned barriers: its final
+		// checkpoint must hold no channel state, because the sinks'
+		// end-of-input flush commits everything that checkpoint's
+		// overtaken output buffers would replay on a restore of it
+		// (duplicates otherwise).
+		if cc := t.cfg.Checkpointing; cc != nil && cc.Unaligned && !t.inputEnded && (opts == nil || opts.Kind == checkpoint.KindCheckpoint) {
 			if cc.AlignedTimeout <= 0 {
 				b.Unaligned = true
 			} else {
