@@ -424,3 +424,29 @@ func stderrContains(p *roleProc, want string, timeout time.Duration) (string, bo
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestAliveRightAfterStart: a process whose exec.Cmd.Start has just
+// returned is alive in its role, although for a moment its command line
+// in /proc is empty (weir cluster start once took a JobManager so caught
+// for one that had exited at start).
+func TestAliveRightAfterStart(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep binary")
+	}
+	for i := range 200 {
+		cmd := exec.Command(sleep, "30")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ok := alive(cmd.Process.Pid, "30")
+		cmd.Process.Kill()
+		cmd.Wait()
+		if !ok {
+			t.Fatalf("start %d: a running process is not alive", i)
+		}
+		if alive(cmd.Process.Pid, "30") {
+			t.Fatalf("start %d: a reaped process is alive", i)
+		}
+	}
+}

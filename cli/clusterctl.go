@@ -308,11 +308,20 @@ func alive(pid int, role string) bool {
 	if role == "" {
 		return true
 	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return false
+	// A process that has just been started has an empty command line for
+	// a moment: exec has replaced its memory (and so exec.Cmd.Start has
+	// returned) but the loader has not yet set up its arguments. Wait
+	// for them rather than call it dead (CI saw "the JobManager exited at
+	// start" with an empty log from exactly that).
+	for wait := time.Now().Add(time.Second); ; time.Sleep(time.Millisecond) {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			return false
+		}
+		if len(cmdline) > 0 || time.Now().After(wait) {
+			return bytes.Contains(cmdline, []byte("\x00"+role+"\x00"))
+		}
 	}
-	return bytes.Contains(cmdline, []byte("\x00"+role+"\x00"))
 }
 
 // lastLine is the last non-empty line of a log.
