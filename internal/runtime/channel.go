@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -106,6 +107,47 @@ type Channel[T any] struct {
 	bridged  bool
 	prio     atomic.Int32
 	prioBell chan struct{}
+	// recv makes a drain atomic for the consumer: the consumer takes
+	// envelopes only under it (tryRecv), and drainQueue holds it while it
+	// empties the queue. Without it a consumer could take an envelope
+	// from the middle of what a drain takes (the drain got the ones
+	// before and after it), and the envelopes put back behind an
+	// overtaking barrier would then be out of order with it: a record
+	// queued behind a barrier read before it, or one queued in front of
+	// an aligned barrier read after it (duplicates and losses in the
+	// exactly-once harness with aligned-checkpoint timeouts).
+	recv sync.Mutex
+}
+
+// tryRecv takes the envelope at the head of the queue without waiting;
+// the only way a consumer takes one. A consumer that waits for one waits
+// on the doorbell, which every send rings.
+func (c *Channel[T]) tryRecv() (envelope[T], bool) {
+	c.recv.Lock()
+	defer c.recv.Unlock()
+	select {
+	case env := <-c.queue:
+		return env, true
+	default:
+		return envelope[T]{}, false
+	}
+}
+
+// drainQueue appends every envelope queued to out, in order, and returns
+// it: the queue is empty then, and until its producer (the caller) sends
+// again. The consumer may have taken the head of the queue just before,
+// never one behind an envelope drained.
+func (c *Channel[T]) drainQueue(out []envelope[T]) []envelope[T] {
+	c.recv.Lock()
+	defer c.recv.Unlock()
+	for {
+		select {
+		case env := <-c.queue:
+			out = append(out, env)
+		default:
+			return out
+		}
+	}
 }
 
 // putPriority puts env, an unaligned barrier or an announcement, in the
@@ -295,8 +337,7 @@ func NewInput[T any](ch *Channel[T], dst Output[T], records *atomic.Int64) *Inpu
 
 // Poll implements InputChannel.
 func (in *Input[T]) Poll() (Event, bool, bool) {
-	select {
-	case env := <-in.ch.queue:
+	if env, ok := in.ch.tryRecv(); ok {
 		if env.recs == nil {
 			if env.ev.slot != nil {
 				env.ev.slot.taken()
@@ -316,9 +357,8 @@ func (in *Input[T]) Poll() (Event, bool, bool) {
 		in.records.Add(int64(len(env.recs)))
 		in.ch.recycle(env)
 		return Event{}, false, true
-	default:
-		return Event{}, false, false
 	}
+	return Event{}, false, false
 }
 
 // errSendCancelled unwinds a task whose job stopped while it waited to send.

@@ -256,20 +256,10 @@ func (w *RecordWriter[T]) SetChannelState(c codec.Codec[T], handles []checkpoint
 
 // drain takes every envelope queued for target i without waiting, in
 // order. Only this writer sends to the channel, so once drained the queue
-// stays empty until the writer sends again; the consumer may take some
-// envelopes meanwhile, and those are simply delivered before ev.
+// stays empty until the writer sends again; what the consumer took before
+// is delivered before what the writer puts back (Channel.drainQueue).
 func (w *RecordWriter[T]) drain(i int) []envelope[T] {
-	var out []envelope[T]
-	q := w.targets[i].queue
-	for {
-		select {
-		case env := <-q:
-			out = append(out, env)
-			continue
-		default:
-		}
-		break
-	}
+	out := w.targets[i].drainQueue(nil)
 	// The backlog follows what is queued.
 	if w.backlog != nil && len(w.backlog[i]) > 0 {
 		out = append(out, w.backlog[i]...)

@@ -168,15 +168,14 @@ func Send[T any](x *Exchange, name string, c codec.Codec[T], capacity int, done 
 	var hookErr error
 	out.SetPriorityHook(src.prioBell, func() {
 		for hookErr == nil && len(stash) == 0 && src.prio.Load() > 0 {
-			select {
-			case env := <-src.queue:
-				if env.recs == nil && env.ev.priority {
-					hookErr = priority(env)
-				} else {
-					stash = append(stash, env)
-				}
-			default:
+			env, ok := src.tryRecv()
+			if !ok {
 				return
+			}
+			if env.recs == nil && env.ev.priority {
+				hookErr = priority(env)
+			} else {
+				stash = append(stash, env)
 			}
 		}
 	})
@@ -235,14 +234,9 @@ func Send[T any](x *Exchange, name string, c codec.Codec[T], capacity int, done 
 		defer func() {
 			// Barriers the pump will not send: their checkpoints fail
 			// rather than wait.
-			for {
-				select {
-				case env := <-src.queue:
-					if env.ev.net != nil {
-						env.ev.net.resolve(nil, nil, fmt.Errorf("network channel %s ended before the barrier was sent", name))
-					}
-				default:
-					return
+			for env, ok := src.tryRecv(); ok; env, ok = src.tryRecv() {
+				if env.ev.net != nil {
+					env.ev.net.resolve(nil, nil, fmt.Errorf("network channel %s ended before the barrier was sent", name))
 				}
 			}
 		}()
@@ -254,15 +248,16 @@ func Send[T any](x *Exchange, name string, c codec.Codec[T], capacity int, done 
 					return
 				}
 			}
-			var env envelope[T]
-			select {
-			case env = <-src.queue:
-			default:
+			env, ok := src.tryRecv()
+			for !ok {
+				// Every send rings src's doorbell (its own), so a
+				// send after the failed tryRecv is not missed.
 				select {
-				case env = <-src.queue:
+				case <-src.doorbell:
 				case <-abort:
 					return
 				}
+				env, ok = src.tryRecv()
 			}
 			if !handle(env) {
 				return
@@ -343,16 +338,7 @@ func Receive[T any](x *Exchange, dst *Channel[T], addr, name string, c codec.Cod
 	// consumer's input state. A record begun before the barrier and
 	// completed by the buffers its sender overtook is input state too.
 	takePriority := func(polled *network.Event) bool {
-		var list []envelope[T]
-		for {
-			select {
-			case env := <-dst.queue:
-				list = append(list, env)
-				continue
-			default:
-			}
-			break
-		}
+		list := dst.drainQueue(nil)
 		list = append(list, pend...)
 		pend = nil
 		var pe network.Event
