@@ -441,6 +441,20 @@ func TestClusterTaskManagerLost(t *testing.T) {
 	if ex := run.Exceptions(); len(ex) == 0 || !strings.Contains(ex[len(ex)-1].Message, "TaskManager tm2") || ex[len(ex)-1].Location != "tm2" {
 		t.Errorf("exceptions = %+v", ex)
 	}
+	// REST shows the figures of the last attempt, as Flink shows the
+	// current execution attempt's: its subtasks counted from 0 when it was
+	// placed, so the source sent at most the n records, only those after
+	// the checkpoint it resumed from.
+	run.mu.Lock()
+	figAttempt, _ := run.figures.Attempt()
+	run.mu.Unlock()
+	if figAttempt != st.Attempt || st.Attempt < 1 {
+		t.Errorf("figures of attempt %d, the job's last attempt is %d", figAttempt, st.Attempt)
+	}
+	if v := run.Vertices()[0]; v.Metrics.WriteRecords > n || v.Subtasks[0].Attempt != st.Attempt {
+		t.Errorf("source vertex after the restart: wrote %d records (of %d), subtask 0 of attempt %d (want %d)",
+			v.Metrics.WriteRecords, n, v.Subtasks[0].Attempt, st.Attempt)
+	}
 	// /jobs/{id} reports the restart as Flink's numRestarts.
 	srv, err := rest.New(jm, rest.Options{Address: "127.0.0.1:0"})
 	if err != nil {
