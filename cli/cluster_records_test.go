@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -103,5 +104,64 @@ func TestClusterRecordCounts(t *testing.T) {
 				t.Errorf("vertex %s on TaskManager %s: %+v, its subtasks' sum %+v", v.ID, g.TaskManagerID, got, tms[g.TaskManagerID])
 			}
 		}
+	}
+}
+
+// TestClusterRecordCountsWhileRunning: wordcount reading its demo text
+// again and again (--repeat-rate) on TaskManagers that report every 50 ms
+// (--metrics-report-interval): while the job runs, the keyed vertex's
+// read-records in GET /jobs/{id} are above 0 and grow from one read to a
+// later one; after the cancel they are no lower than the last seen while
+// it ran (the TaskManagers' final report).
+func TestClusterRecordCountsWhileRunning(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real weir processes")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	jm, rpc, url := startJobManager(t)
+	c := &testCluster{t: t, jm: jm, rpc: rpc, url: url}
+	for range 2 {
+		c.addTaskManager(nil, "--slots", "1", "--metrics-report-interval", "50ms")
+	}
+	c.waitRegistered(2)
+	stdout, stderr, code := runWeir(t, "run", "wordcount", "--repeat-rate", "2000", "--output", filepath.Join(dir, "out"),
+		"--parallelism", "2", "--checkpoint-interval", "200ms", "--checkpoint-dir", filepath.Join(dir, "ck"), "--jobmanager", rpc, "--detached")
+	id := strings.TrimSpace(stdout)
+	if code != 0 || id == "" {
+		t.Fatalf("weir run --detached: exit %d, stdout %q\nstderr %s", code, stdout, stderr)
+	}
+	read := func() (rest.JobStatus, int64) {
+		var job rest.JobDetailsInfo
+		getJSON(t, url+"/jobs/"+id, &job)
+		if len(job.Vertices) != 2 {
+			t.Fatalf("GET /jobs/%s: %d vertices, want 2", id, len(job.Vertices))
+		}
+		return job.State, job.Vertices[1].Metrics.ReadRecords
+	}
+	waitRead := func(what string, cond func(rest.JobStatus, int64) bool) int64 {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			st, n := read()
+			if cond(st, n) {
+				return n
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: job %s, read-records %d after 30s\n%s", what, st, n, c.logs())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	first := waitRead("records while running", func(st rest.JobStatus, n int64) bool { return st == rest.JobRunning && n > 0 })
+	last := waitRead("more records while running", func(st rest.JobStatus, n int64) bool { return st == rest.JobRunning && n > first })
+	if err := c.client("").Cancel(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	if st := waitJob(t, c.client(""), id, time.Minute, func(s cluster.JobStatus) bool { return s.Terminal() }); st.State != "CANCELED" {
+		t.Fatalf("job ended %+v", st)
+	}
+	if _, n := read(); n < last {
+		t.Errorf("after the cancel the keyed vertex read %d records, fewer than the %d seen while it ran", n, last)
 	}
 }
