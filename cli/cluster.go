@@ -230,6 +230,7 @@ func newTaskManagerCommand(jobs deploy.Registry) *cobra.Command {
 		jmAddr, dataAddr, mAddr string
 		slots                   int
 		regTimeout              time.Duration
+		reportInterval          time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "taskmanager",
@@ -250,9 +251,13 @@ it loses its JobManager. See docs/cluster.md.`,
 			if slots < 1 || slots > cluster.MaxSlots {
 				return fmt.Errorf("--slots is %d: offer 1 to %d slots", slots, cluster.MaxSlots)
 			}
+			if reportInterval < 10*time.Millisecond {
+				return fmt.Errorf("--metrics-report-interval is %v: use 10ms or more", reportInterval)
+			}
 			opts := cluster.TaskManagerOptions{
 				JobManager: jmAddr, Slots: slots, DataAddress: dataAddr, MetricsAddress: mAddr,
 				Token: token, TLS: files, RegistrationTimeout: regTimeout, Logger: log,
+				MetricsInterval: reportInterval,
 			}
 			if err := haf.taskManager(&opts, log); err != nil { // ha.go: the leader through etcd, or --jobmanager A,B
 				return err
@@ -303,6 +308,7 @@ it loses its JobManager. See docs/cluster.md.`,
 	c.Flags().StringVar(&dataAddr, "data-address", "127.0.0.1:0", "host:port of this TaskManager's data plane (port 0 picks a free one; other than a loopback address it needs --cluster-token)")
 	c.Flags().StringVar(&mAddr, "metrics-address", "", "host:port to serve Prometheus /metrics on (default: none)")
 	c.Flags().DurationVar(&regTimeout, "registration-timeout", cluster.DefaultRegistrationTimeout, "exit when no JobManager accepted a registration for this long")
+	c.Flags().DurationVar(&reportInterval, "metrics-report-interval", time.Second, "send the records read and written by the subtasks running here to the JobManager this often, for its REST API (at least 10ms)")
 	cf.register(c)
 	haf.register(c)
 	return c

@@ -247,6 +247,7 @@ func TestClusterBadInput(t *testing.T) {
 		{"half TLS", nil, []string{"jobmanager", "--tls-cert", "x.pem", "--rest-address", "off"}, "--tls-cert, --tls-key and --tls-ca go together"},
 		{"timeout below interval", nil, []string{"jobmanager", "--rpc-address", "127.0.0.1:0", "--heartbeat-interval", "2s", "--heartbeat-timeout", "1s", "--rest-address", "off"}, "heartbeat timeout 1s must be longer"},
 		{"slots", nil, []string{"taskmanager", "--slots", "0"}, "--slots is 0: offer 1 to 1024 slots"},
+		{"metrics report interval", nil, []string{"taskmanager", "--metrics-report-interval", "1ms"}, "--metrics-report-interval is 1ms: use 10ms or more"},
 		{"stop without a cluster", nil, []string{"cluster", "stop", "--state-dir", t.TempDir()}, "no local cluster is running"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

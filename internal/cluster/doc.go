@@ -6,7 +6,8 @@
 //
 // The pure cores are Liveness (heartbeat bookkeeping fed with events and
 // their time), SlotPool (slots offered and allocated), Reactive (reactive
-// mode's decisions) and Backoff; the wire
+// mode's decisions), Figures (a job's subtask figures as the TaskManagers
+// report them) and Backoff; the wire
 // conversions (wire.go: reports and commands both ways, the fencing rule)
 // are pure functions. The shells are JobManager (Start serves the control
 // plane and watches heartbeats; Close cancels the jobs, stops and waits for
@@ -26,6 +27,11 @@
 // slots. The TaskManager's executor builds the job from its own registry,
 // refuses another graph fingerprint, checks that it shares the checkpoint
 // storage, and runs its part with deploy.NewLocalWorker.
+//
+// Figures: the executor sends its subtasks' record counts and times up the
+// task stream every TaskManagerOptions.MetricsInterval and once more
+// before each AttemptEnded; the JobManager keeps them in the job's Figures
+// (the latest attempt placed) for the REST vertices and subtasks.
 //
 // Reactive mode (JobManagerOptions.SchedulerMode SchedulerReactive,
 // Flink's scheduler-mode: reactive): the Reactive core chooses each

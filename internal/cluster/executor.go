@@ -31,6 +31,9 @@ type executor struct {
 	cancel   context.CancelFunc
 
 	out outbox
+	// metricsMu orders the snapshots of task figures as they enter out,
+	// so that the JobManager gets each subtask's figures in order.
+	metricsMu sync.Mutex
 
 	mu     sync.Mutex
 	jobs   map[string]*tmJob // by job id
@@ -50,6 +53,7 @@ type tmJob struct {
 	attempt     int64 // -1 while none is deployed
 	cancel      context.CancelFunc
 	running     map[int64]chan struct{} // attempts whose AttemptEnded was not sent yet
+	up          *upListener             // the listener of attempt
 }
 
 // outbox is the unbounded queue of messages to send up the stream: a
@@ -115,6 +119,7 @@ func (tm *TaskManager) runTasks(ctx context.Context, client pb.JobManagerClient,
 			}
 		}
 	})
+	loops.Go(func() { ex.metricsLoop(sctx) })
 	recvErr := make(chan error, 1)
 	loops.Go(func() {
 		for {
@@ -345,6 +350,9 @@ func (ex *executor) start(c *pb.JobManagerCommand, d *pb.DeployTasks) ([]jobmast
 	ex.jobs[c.JobId] = j
 	ex.mu.Unlock()
 	l := &upListener{ex: ex, job: c.JobId, attempt: c.Attempt, ended: ended, j: j}
+	ex.mu.Lock()
+	j.up = l
+	ex.mu.Unlock()
 	tasks, err := j.worker.Deploy(actx, jobmaster.DeployRequest{JobID: c.JobId, Attempt: int(c.Attempt), Restore: restore}, plan, p, l)
 	if err != nil {
 		cancel()
@@ -405,6 +413,8 @@ type upListener struct {
 	ended   chan struct{}
 	j       *tmJob
 	once    sync.Once
+	// finalSent: the final figures were sent (guarded by ex.metricsMu).
+	finalSent bool
 }
 
 // Report implements jobmaster.Listener.
@@ -413,6 +423,11 @@ func (l *upListener) Report(r jobmaster.Report) {
 	if err != nil {
 		l.ex.log.Error("a report cannot be sent", "job", l.job, "err", err)
 		return
+	}
+	if _, ok := r.(jobmaster.AttemptEnded); ok && int64(r.AttemptNumber()) == l.attempt {
+		// The tasks' final figures go just before the end: the JobManager
+		// drops what comes for an attempt after its end.
+		l.sendMetrics(true)
 	}
 	l.ex.out.put(&pb.TaskManagerMessage{Session: l.ex.session, JobId: l.job, Attempt: int64(r.AttemptNumber()),
 		Body: &pb.TaskManagerMessage_Report{Report: w}})
@@ -429,4 +444,57 @@ func (l *upListener) end() {
 		l.ex.mu.Unlock()
 		close(l.ended)
 	})
+}
+
+// metricsLoop sends the figures of every running attempt's tasks here
+// each MetricsInterval, until ctx ends.
+func (ex *executor) metricsLoop(ctx context.Context) {
+	tick := time.NewTicker(ex.tm.opts.MetricsInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		ex.mu.Lock()
+		var ups []*upListener
+		for _, j := range ex.jobs {
+			if _, running := j.running[j.attempt]; running && j.up != nil && j.up.attempt == j.attempt {
+				ups = append(ups, j.up)
+			}
+		}
+		ex.mu.Unlock()
+		for _, l := range ups {
+			l.sendMetrics(false)
+		}
+	}
+}
+
+// sendMetrics puts the figures of the attempt's tasks here into the
+// outbox; final marks the last, once the tasks all ended, after which
+// none is sent.
+func (l *upListener) sendMetrics(final bool) {
+	mw, ok := l.j.worker.(deploy.MetricsWorker)
+	if !ok {
+		return
+	}
+	ex := l.ex
+	ex.metricsMu.Lock()
+	defer ex.metricsMu.Unlock()
+	if l.finalSent {
+		return
+	}
+	l.finalSent = final
+	tasks := mw.TaskMetrics(int(l.attempt))
+	if len(tasks) == 0 {
+		return
+	}
+	m := &pb.TaskMetrics{Final: final, Subtasks: make([]*pb.SubtaskMetrics, len(tasks))}
+	now := ex.tm.opts.Now()
+	for i, t := range tasks {
+		m.Subtasks[i] = subtaskMetricsToWire(t.ID, t.Operators, t.Snapshot(now))
+	}
+	ex.out.put(&pb.TaskManagerMessage{Session: ex.session, JobId: l.job, Attempt: l.attempt,
+		Body: &pb.TaskManagerMessage_Metrics{Metrics: m}})
 }

@@ -68,6 +68,9 @@ type jobRun struct {
 	// failTask and failAt are the task and TaskManager of the current
 	// attempt's first failure, for its ExceptionInfo.
 	failTask, failAt string
+	// figures are the subtasks' figures of the latest attempt placed, as
+	// their TaskManagers report them.
+	figures Figures
 }
 
 // Submit implements the Submit call: it builds the job with the
@@ -456,7 +459,9 @@ func (r *jobRun) EndTime() time.Time {
 }
 
 // Vertices implements rest.Job: the plan's vertices, with the status of the
-// job's tasks (their figures are on the TaskManagers' /metrics).
+// job's tasks and the figures their TaskManagers last reported for the
+// latest attempt placed (see Figures), each vertex's summed over its
+// subtasks.
 func (r *jobRun) Vertices() []rest.VertexInfo {
 	st := r.Status()
 	ts := rest.TaskCreated
@@ -476,22 +481,69 @@ func (r *jobRun) Vertices() []rest.VertexInfo {
 	plan := r.plan
 	p, attempt, deployedAt := r.placement, r.attempt, r.deployedAt
 	reported := maps.Clone(r.tasks)
+	figures := make([][]SubtaskFigures, len(plan.Vertices))
+	for i, v := range plan.Vertices {
+		figures[i] = make([]SubtaskFigures, v.Parallelism)
+		for s := range v.Parallelism {
+			figures[i][s] = r.figures.Subtask(v.ID, s)
+		}
+	}
 	r.mu.Unlock()
 	end := r.EndTime()
 	out := make([]rest.VertexInfo, len(plan.Vertices))
 	for i, v := range plan.Vertices {
 		out[i] = rest.VertexInfo{ID: strconv.Itoa(v.ID), Name: v.Name, Parallelism: v.Parallelism,
 			MaxParallelism: cmp.Or(v.MaxParallelism, plan.MaxParallelism), Status: ts, StartTime: r.submitted, EndTime: end,
-			Metrics: rest.IOMetrics{BytesUnknown: true}, Subtasks: make([]rest.SubtaskInfo, v.Parallelism)}
+			Subtasks: make([]rest.SubtaskInfo, v.Parallelism)}
 		// Where the current (or last) attempt placed each subtask.
 		for s := range v.Parallelism {
 			w := p.Worker(v.ID, s)
 			out[i].Subtasks[s] = rest.SubtaskInfo{Status: subtaskStatus(ts, reported[fmt.Sprintf("%d-%d", v.ID, s)]),
 				Attempt: attempt, TaskManager: w, Endpoint: p.Workers[w],
-				StartTime: deployedAt, EndTime: end, Metrics: rest.IOMetrics{BytesUnknown: true}}
+				StartTime: deployedAt, EndTime: end, Metrics: ioMetrics(figures[i][s])}
 		}
+		out[i].Metrics, out[i].BackPressuredRatio, out[i].Operators = vertexFigures(figures[i])
 	}
 	return out
+}
+
+// ioMetrics are a subtask's figures as REST reports them. Bytes are not
+// counted per task (the data plane counts them per channel, on the
+// TaskManagers' /metrics).
+func ioMetrics(f SubtaskFigures) rest.IOMetrics {
+	return rest.IOMetrics{ReadRecords: f.RecordsIn, WriteRecords: f.RecordsOut,
+		BackPressuredTime: f.BackPressured, IdleTime: f.Idle, BusyTime: f.Busy, BytesUnknown: true}
+}
+
+// vertexFigures sums a vertex's subtask figures: the counters and times,
+// each chained operator's records (nil when no subtask reported its
+// operators), and the highest backpressured ratio, as local mode does.
+func vertexFigures(subtasks []SubtaskFigures) (rest.IOMetrics, float64, []rest.OperatorRecords) {
+	sum := rest.IOMetrics{BytesUnknown: true}
+	ratio := 0.0
+	var ops []rest.OperatorRecords
+	for _, f := range subtasks {
+		sum.ReadRecords += f.RecordsIn
+		sum.WriteRecords += f.RecordsOut
+		sum.BackPressuredTime += f.BackPressured
+		sum.IdleTime += f.Idle
+		sum.BusyTime += f.Busy
+		ratio = max(ratio, f.BackPressuredRatio)
+		if ops == nil && len(f.Operators) > 0 {
+			ops = make([]rest.OperatorRecords, len(f.Operators))
+			for k, name := range f.Operators {
+				ops[k].Name = name
+			}
+		}
+		if len(f.Operators) != len(ops) {
+			continue // a subtask that has not reported (every subtask of a vertex runs the same chain)
+		}
+		for k := range f.Operators {
+			ops[k].ReadRecords += f.OperatorRecordsIn[k]
+			ops[k].WriteRecords += f.OperatorRecordsOut[k]
+		}
+	}
+	return sum, ratio, ops
 }
 
 // subtaskStatus is a subtask's status from the job's (ts) and what the
@@ -662,7 +714,7 @@ func (s *scheduler) Place(ctx context.Context, plan deploy.Plan, attempt int) (d
 			if err != nil {
 				return deploy.Placement{}, nil, err
 			}
-			run.placed(plan, p)
+			run.placed(attempt, plan, p)
 			jm.opts.Logger.Info("placed", "job", run.id, "attempt", attempt, "taskmanagers", len(workers), "slots", need)
 			return p, workers, nil
 		}
@@ -735,11 +787,32 @@ func (jm *JobManager) placeLocked(run *jobRun, plan deploy.Plan, offers []deploy
 	return p, workers, nil
 }
 
-// placed records the plan and placement of the attempt being deployed.
-func (r *jobRun) placed(plan deploy.Plan, p deploy.Placement) {
+// placed records the plan and placement of the attempt being deployed;
+// its subtasks' figures start at 0.
+func (r *jobRun) placed(attempt int, plan deploy.Plan, p deploy.Placement) {
+	parallelism := make(map[int]int, len(plan.Vertices))
+	for _, v := range plan.Vertices {
+		parallelism[v.ID] = v.Parallelism
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.plan, r.placement, r.note = plan, p, ""
+	r.figures.Placed(attempt, parallelism)
+}
+
+// reportFigures takes a TaskManager's figures of the subtasks of attempt
+// it runs. The subtasks it refuses (stale or malformed) are named in the
+// error; the others are taken.
+func (r *jobRun) reportFigures(attempt int, m *pb.TaskMetrics) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var errs []error
+	for _, s := range m.Subtasks {
+		if err := r.figures.Report(attempt, s.Task, subtaskFiguresFromWire(s)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // waitingFor notes (and logs, once per change) what an attempt waits for.

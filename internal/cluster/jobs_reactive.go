@@ -181,7 +181,7 @@ func (s *reactiveScheduler) PlaceAttempt(ctx context.Context, req jobmaster.Depl
 			if err != nil {
 				return deploy.Plan{}, deploy.Placement{}, nil, err
 			}
-			run.placed(plan, p)
+			run.placed(req.Attempt, plan, p)
 			run.mu.Lock()
 			rs.placing = d.Parallelism
 			run.mu.Unlock()

@@ -186,12 +186,12 @@ func TestClusterJobRunsToTheEnd(t *testing.T) {
 	})
 	// One slot each: the job needs both, and its keyed exchange crosses
 	// the data plane.
-	startTaskManager(t, TaskManagerOptions{JobManager: jm.Addr(), ResourceID: "tm1", Slots: 1})
+	startTaskManager(t, TaskManagerOptions{JobManager: jm.Addr(), ResourceID: "tm1", Slots: 1, MetricsInterval: 20 * time.Millisecond})
 	eventually(t, "the job waits for the second slot", func() bool {
 		st, err := cl.Status(context.Background(), id)
 		return err == nil && st.State == "CREATED" && st.Note == "waiting for 2 slots, 1 registered"
 	})
-	startTaskManager(t, TaskManagerOptions{JobManager: jm.Addr(), ResourceID: "tm2", Slots: 1})
+	startTaskManager(t, TaskManagerOptions{JobManager: jm.Addr(), ResourceID: "tm2", Slots: 1, MetricsInterval: 20 * time.Millisecond})
 	eventually(t, "the job holds both slots", func() bool {
 		ms := members(jm)
 		return ms["tm1"].FreeSlots == 0 && ms["tm2"].FreeSlots == 0
@@ -209,6 +209,12 @@ func TestClusterJobRunsToTheEnd(t *testing.T) {
 			}
 		}
 		return true
+	})
+	// While it runs (at 1 ms a record, a second at least), the
+	// TaskManagers report their subtasks' records.
+	eventually(t, "the running source's records reach the JobManager", func() bool {
+		v := run.Vertices()[0]
+		return v.Status == rest.TaskRunning && v.Metrics.WriteRecords > 0 && v.Metrics.WriteRecords < 2000
 	})
 	st := waitJob(t, cl, id, 60*time.Second)
 	if st.State != "FINISHED" || st.Restarts != 0 || st.Note != "" {
@@ -255,6 +261,34 @@ func TestClusterJobRunsToTheEnd(t *testing.T) {
 		if len(v.Subtasks) != v.Parallelism {
 			t.Errorf("vertex %s: %d subtasks, parallelism %d", v.ID, len(v.Subtasks), v.Parallelism)
 		}
+	}
+	// The final figures of each TaskManager: the source vertex (numbers
+	// -> slow) sent the 2000 numbers, the keyed vertex (count -> out)
+	// read them; each subtask did its part and the vertex sums them.
+	vs := run.Vertices()
+	if len(vs) != 2 {
+		t.Fatalf("%d vertices, want 2", len(vs))
+	}
+	for i, want := range []rest.IOMetrics{{WriteRecords: 2000}, {ReadRecords: 2000}} {
+		v := vs[i]
+		var sum rest.IOMetrics
+		for s, st := range v.Subtasks {
+			m := st.Metrics
+			if (want.WriteRecords > 0 && m.WriteRecords == 0) || (want.ReadRecords > 0 && m.ReadRecords == 0) || m.BusyTime+m.IdleTime == 0 {
+				t.Errorf("vertex %s subtask %d: figures %+v", v.ID, s, m)
+			}
+			sum.ReadRecords += m.ReadRecords
+			sum.WriteRecords += m.WriteRecords
+		}
+		if v.Metrics.ReadRecords != sum.ReadRecords || v.Metrics.WriteRecords != sum.WriteRecords {
+			t.Errorf("vertex %s: %+v, its subtasks sum to %+v", v.ID, v.Metrics, sum)
+		}
+		if v.Metrics.ReadRecords != want.ReadRecords || (i == 0 && v.Metrics.WriteRecords != want.WriteRecords) {
+			t.Errorf("vertex %s (%s): read %d, wrote %d; want %+v", v.ID, v.Name, v.Metrics.ReadRecords, v.Metrics.WriteRecords, want)
+		}
+	}
+	if ops := vs[1].Operators; len(ops) != 2 || ops[0].Name != "count" || ops[0].ReadRecords != 2000 || ops[1].ReadRecords != ops[0].WriteRecords {
+		t.Errorf("keyed vertex operators: %+v", ops)
 	}
 	list, err := cl.List(context.Background())
 	if err != nil || len(list) != 1 || list[0].ID != id || list[0].LastCheckpoint == 0 {
@@ -406,6 +440,20 @@ func TestClusterTaskManagerLost(t *testing.T) {
 	}
 	if ex := run.Exceptions(); len(ex) == 0 || !strings.Contains(ex[len(ex)-1].Message, "TaskManager tm2") || ex[len(ex)-1].Location != "tm2" {
 		t.Errorf("exceptions = %+v", ex)
+	}
+	// REST shows the figures of the last attempt, as Flink shows the
+	// current execution attempt's: its subtasks counted from 0 when it was
+	// placed, so the source sent at most the n records, only those after
+	// the checkpoint it resumed from.
+	run.mu.Lock()
+	figAttempt, _ := run.figures.Attempt()
+	run.mu.Unlock()
+	if figAttempt != st.Attempt || st.Attempt < 1 {
+		t.Errorf("figures of attempt %d, the job's last attempt is %d", figAttempt, st.Attempt)
+	}
+	if v := run.Vertices()[0]; v.Metrics.WriteRecords > n || v.Subtasks[0].Attempt != st.Attempt {
+		t.Errorf("source vertex after the restart: wrote %d records (of %d), subtask 0 of attempt %d (want %d)",
+			v.Metrics.WriteRecords, n, v.Subtasks[0].Attempt, st.Attempt)
 	}
 	// /jobs/{id} reports the restart as Flink's numRestarts.
 	srv, err := rest.New(jm, rest.Options{Address: "127.0.0.1:0"})

@@ -208,9 +208,15 @@ func (jm *JobManager) onTaskMessage(ts *taskStream, msg *pb.TaskManagerMessage) 
 	}
 }
 
-// reject drops a stale or unknown message.
+// reject drops a stale or unknown message (or, for malformed figures of
+// subtasks, what was malformed in it: a warning, since only a bug sends
+// them).
 func (jm *JobManager) reject(ts *taskStream, msg *pb.TaskManagerMessage, why error) {
 	jm.rejected.Add(1)
+	if errors.Is(why, ErrBadFigures) {
+		jm.opts.Logger.Warn("ignoring subtask figures of a TaskManager", "taskmanager", ts.resource, "job", msg.JobId, "attempt", msg.Attempt, "why", why)
+		return
+	}
 	jm.opts.Logger.Debug("dropping a message of a TaskManager", "taskmanager", ts.resource, "job", msg.JobId, "attempt", msg.Attempt, "why", why)
 }
 
@@ -343,6 +349,9 @@ func (w *remoteWorker) take(msg *pb.TaskManagerMessage) error {
 		w.mu.Unlock()
 		l.Report(r)
 		return nil
+	case *pb.TaskManagerMessage_Metrics:
+		w.mu.Unlock()
+		return w.run.reportFigures(int(msg.Attempt), b.Metrics)
 	}
 	w.mu.Unlock()
 	return fmt.Errorf("a message without a body")

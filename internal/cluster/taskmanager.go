@@ -77,6 +77,12 @@ type TaskManagerOptions struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// MetricsInterval is how often the figures of the tasks running here
+	// (records in and out, busy, idle and backpressured time) go to the
+	// JobManager, for its REST API; a last report follows the end of each
+	// attempt. Flink's JobManager fetches them every
+	// metrics.fetcher.update-interval (10 s). Default 1 s; at least 10 ms.
+	MetricsInterval time.Duration
 	// Resolver, when set, finds the JobManager to dial (high
 	// availability: the leader named in etcd, or the one of a list that
 	// accepts; see internal/ha); JobManager then only names it in logs
@@ -120,6 +126,9 @@ func (o *TaskManagerOptions) EnsureDefaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.MetricsInterval == 0 {
+		o.MetricsInterval = time.Second
+	}
 }
 
 // Validate reports the first invalid field.
@@ -146,6 +155,9 @@ func (o *TaskManagerOptions) Validate() error {
 	}
 	if o.RegistrationTimeout < time.Millisecond {
 		return fmt.Errorf("registration timeout %v: use 1ms or more", o.RegistrationTimeout)
+	}
+	if o.MetricsInterval < 10*time.Millisecond {
+		return fmt.Errorf("metrics interval %v: use 10ms or more (0 means 1s)", o.MetricsInterval)
 	}
 	if o.Backoff.Initial <= 0 || o.Backoff.Max < o.Backoff.Initial {
 		return fmt.Errorf("backoff %v to %v: the initial delay must be positive and at most the maximum", o.Backoff.Initial, o.Backoff.Max)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/weirstream/weir/internal/cluster/pb"
 	"github.com/weirstream/weir/internal/jobmaster"
+	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/runtime"
 )
 
@@ -124,4 +125,20 @@ func fence(session, want string, attempt, current int64) error {
 		return fmt.Errorf("attempt %d is not the current attempt %d", attempt, current)
 	}
 	return nil
+}
+
+// subtaskMetricsToWire is one task's figures in the task stream's form.
+func subtaskMetricsToWire(task string, operators []string, s metrics.TaskSnapshot) *pb.SubtaskMetrics {
+	return &pb.SubtaskMetrics{Task: task, RecordsIn: s.RecordsIn, RecordsOut: s.RecordsOut,
+		BackPressuredNs: int64(s.BackPressured), IdleNs: int64(s.Idle), BusyNs: int64(s.Busy),
+		BackPressuredRatio: s.BackPressuredRatio, Operators: operators,
+		OperatorRecordsIn: s.OperatorRecordsIn, OperatorRecordsOut: s.OperatorRecordsOut}
+}
+
+// subtaskFiguresFromWire is the JobManager's form of a subtask's figures.
+func subtaskFiguresFromWire(m *pb.SubtaskMetrics) SubtaskFigures {
+	return SubtaskFigures{RecordsIn: m.RecordsIn, RecordsOut: m.RecordsOut,
+		BackPressured: time.Duration(m.BackPressuredNs), Idle: time.Duration(m.IdleNs), Busy: time.Duration(m.BusyNs),
+		BackPressuredRatio: m.BackPressuredRatio, Operators: m.Operators,
+		OperatorRecordsIn: m.OperatorRecordsIn, OperatorRecordsOut: m.OperatorRecordsOut}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/weirstream/weir/internal/jobmaster"
+	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/network"
 )
 
@@ -160,6 +161,18 @@ type Worker interface {
 	FinishSources(attempt int)
 	StopTasks(attempt int)
 	Cancel(req jobmaster.CancelRequest)
+}
+
+// MetricsWorker is a Worker whose tasks run in this process
+// (NewLocalWorker): it hands out their figures, which a TaskManager sends
+// to the JobManager.
+type MetricsWorker interface {
+	Worker
+	// TaskMetrics returns the figures of attempt's tasks on this worker,
+	// sorted by task id; nil when attempt is not the one deployed last.
+	// They stay readable after the attempt ended, until the next one is
+	// deployed. Safe to call from any goroutine.
+	TaskMetrics(attempt int) []*metrics.Task
 }
 
 // Scheduler places an attempt of a job: which workers take part and which

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/weirstream/weir/internal/jobmaster"
+	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/network"
 	"github.com/weirstream/weir/internal/runtime"
 )
@@ -38,6 +39,8 @@ type localWorker struct {
 	mu        sync.Mutex
 	placement Placement // of the attempt being deployed
 }
+
+var _ MetricsWorker = (*localWorker)(nil)
 
 func (w *localWorker) ID() string { return w.id }
 
@@ -76,6 +79,9 @@ func (w *localWorker) TriggerCheckpoint(req jobmaster.TriggerRequest) {
 	}
 	w.gw.TriggerCheckpoint(req)
 }
+
+// TaskMetrics implements MetricsWorker.
+func (w *localWorker) TaskMetrics(attempt int) []*metrics.Task { return w.gw.TaskMetrics(attempt) }
 
 func (w *localWorker) NotifyComplete(n jobmaster.Notification) { w.gw.NotifyComplete(n) }
 func (w *localWorker) NotifyAborted(n jobmaster.Notification)  { w.gw.NotifyAborted(n) }

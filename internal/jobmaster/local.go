@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/weirstream/weir/internal/jobstate"
+	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/runtime"
 )
 
@@ -109,6 +110,22 @@ func (g *LocalGateway) current(attempt int, sourcesOnly bool) ([]*runtime.Task, 
 		return g.sources, g.ctx
 	}
 	return g.tasks, g.ctx
+}
+
+// TaskMetrics returns the figures of attempt's tasks, sorted by task id;
+// nil when attempt is not the one deployed last. They stay readable after
+// the attempt ended, until the next Deploy.
+func (g *LocalGateway) TaskMetrics(attempt int) []*metrics.Task {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if attempt != g.attempt {
+		return nil
+	}
+	out := make([]*metrics.Task, len(g.tasks))
+	for i, t := range g.tasks {
+		out[i] = t.Metrics()
+	}
+	return out
 }
 
 func (g *LocalGateway) post(attempt int, sourcesOnly bool, mail func(t *runtime.Task) runtime.Mail) {

@@ -194,8 +194,9 @@ type IOMetrics struct {
 	// count only the bytes of serialized exchanges between tasks (Flink's
 	// numBytesIn/numBytesOut of network channels), and the local runtime
 	// has none (its channels carry Go values), so they are 0; the API then
-	// reports read-bytes-complete and write-bytes-complete false. The
-	// cluster runtime will count them on its TCP transport.
+	// reports read-bytes-complete and write-bytes-complete false. On a
+	// cluster too: its data plane counts bytes per channel (the
+	// TaskManagers' /metrics), not per subtask.
 	BytesUnknown bool
 }
 

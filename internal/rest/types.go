@@ -243,8 +243,9 @@ type IOMetricsInfo struct {
 	// ReadBytes and WriteBytes count the bytes of serialized exchanges
 	// between tasks only (Flink's numBytesIn/numBytesOut). The local
 	// runtime has none, its channels carry Go values: they are 0 and
-	// ReadBytesComplete and WriteBytesComplete are false. The cluster
-	// runtime will count them on its TCP transport.
+	// ReadBytesComplete and WriteBytesComplete are false. So on a
+	// cluster, whose data plane counts bytes per channel (the
+	// TaskManagers' /metrics), not per subtask.
 	ReadBytes                    int64 `json:"read-bytes"`
 	ReadBytesComplete            bool  `json:"read-bytes-complete"`
 	WriteBytes                   int64 `json:"write-bytes"`

@@ -1012,6 +1012,7 @@ type TaskManagerMessage struct {
 	//
 	//	*TaskManagerMessage_Deployed
 	//	*TaskManagerMessage_Report
+	//	*TaskManagerMessage_Metrics
 	Body          isTaskManagerMessage_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1100,6 +1101,15 @@ func (x *TaskManagerMessage) GetReport() *TaskReport {
 	return nil
 }
 
+func (x *TaskManagerMessage) GetMetrics() *TaskMetrics {
+	if x != nil {
+		if x, ok := x.Body.(*TaskManagerMessage_Metrics); ok {
+			return x.Metrics
+		}
+	}
+	return nil
+}
+
 type isTaskManagerMessage_Body interface {
 	isTaskManagerMessage_Body()
 }
@@ -1112,9 +1122,199 @@ type TaskManagerMessage_Report struct {
 	Report *TaskReport `protobuf:"bytes,11,opt,name=report,proto3,oneof"`
 }
 
+type TaskManagerMessage_Metrics struct {
+	Metrics *TaskMetrics `protobuf:"bytes,12,opt,name=metrics,proto3,oneof"`
+}
+
 func (*TaskManagerMessage_Deployed) isTaskManagerMessage_Body() {}
 
 func (*TaskManagerMessage_Report) isTaskManagerMessage_Body() {}
+
+func (*TaskManagerMessage_Metrics) isTaskManagerMessage_Body() {}
+
+// TaskMetrics are the figures of the attempt's subtasks on this
+// TaskManager (as Flink's TaskManagers answer its MetricFetcher), sent
+// every metrics interval while the attempt runs and once more, final,
+// just before the attempt's AttemptEnded report. Each message holds the
+// latest figures of every subtask of the attempt here, counted from the
+// attempt's start: the JobManager keeps the latest message's.
+type TaskMetrics struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Subtasks []*SubtaskMetrics      `protobuf:"bytes,1,rep,name=subtasks,proto3" json:"subtasks,omitempty"`
+	// final marks the message sent after the attempt's tasks all ended.
+	Final         bool `protobuf:"varint,2,opt,name=final,proto3" json:"final,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskMetrics) Reset() {
+	*x = TaskMetrics{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskMetrics) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskMetrics) ProtoMessage() {}
+
+func (x *TaskMetrics) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskMetrics.ProtoReflect.Descriptor instead.
+func (*TaskMetrics) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *TaskMetrics) GetSubtasks() []*SubtaskMetrics {
+	if x != nil {
+		return x.Subtasks
+	}
+	return nil
+}
+
+func (x *TaskMetrics) GetFinal() bool {
+	if x != nil {
+		return x.Final
+	}
+	return false
+}
+
+// SubtaskMetrics are one subtask's figures (metrics.TaskSnapshot).
+type SubtaskMetrics struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// task is the subtask's task id, "<vertex>-<subtask>".
+	Task string `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	// records_in counts the records read from its input channels (0 for a
+	// source); records_out those its record writers sent (0 for a sink).
+	RecordsIn       int64 `protobuf:"varint,2,opt,name=records_in,json=recordsIn,proto3" json:"records_in,omitempty"`
+	RecordsOut      int64 `protobuf:"varint,3,opt,name=records_out,json=recordsOut,proto3" json:"records_out,omitempty"`
+	BackPressuredNs int64 `protobuf:"varint,4,opt,name=back_pressured_ns,json=backPressuredNs,proto3" json:"back_pressured_ns,omitempty"`
+	IdleNs          int64 `protobuf:"varint,5,opt,name=idle_ns,json=idleNs,proto3" json:"idle_ns,omitempty"`
+	BusyNs          int64 `protobuf:"varint,6,opt,name=busy_ns,json=busyNs,proto3" json:"busy_ns,omitempty"`
+	// back_pressured_ratio is the recent share of time (0 to 1) spent
+	// backpressured.
+	BackPressuredRatio float64 `protobuf:"fixed64,7,opt,name=back_pressured_ratio,json=backPressuredRatio,proto3" json:"back_pressured_ratio,omitempty"`
+	// operators are the names of the chain's operators, head first;
+	// operator_records_in and operator_records_out their records in and
+	// out, indexed alike.
+	Operators          []string `protobuf:"bytes,8,rep,name=operators,proto3" json:"operators,omitempty"`
+	OperatorRecordsIn  []int64  `protobuf:"varint,9,rep,packed,name=operator_records_in,json=operatorRecordsIn,proto3" json:"operator_records_in,omitempty"`
+	OperatorRecordsOut []int64  `protobuf:"varint,10,rep,packed,name=operator_records_out,json=operatorRecordsOut,proto3" json:"operator_records_out,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *SubtaskMetrics) Reset() {
+	*x = SubtaskMetrics{}
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubtaskMetrics) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubtaskMetrics) ProtoMessage() {}
+
+func (x *SubtaskMetrics) ProtoReflect() protoreflect.Message {
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubtaskMetrics.ProtoReflect.Descriptor instead.
+func (*SubtaskMetrics) Descriptor() ([]byte, []int) {
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *SubtaskMetrics) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *SubtaskMetrics) GetRecordsIn() int64 {
+	if x != nil {
+		return x.RecordsIn
+	}
+	return 0
+}
+
+func (x *SubtaskMetrics) GetRecordsOut() int64 {
+	if x != nil {
+		return x.RecordsOut
+	}
+	return 0
+}
+
+func (x *SubtaskMetrics) GetBackPressuredNs() int64 {
+	if x != nil {
+		return x.BackPressuredNs
+	}
+	return 0
+}
+
+func (x *SubtaskMetrics) GetIdleNs() int64 {
+	if x != nil {
+		return x.IdleNs
+	}
+	return 0
+}
+
+func (x *SubtaskMetrics) GetBusyNs() int64 {
+	if x != nil {
+		return x.BusyNs
+	}
+	return 0
+}
+
+func (x *SubtaskMetrics) GetBackPressuredRatio() float64 {
+	if x != nil {
+		return x.BackPressuredRatio
+	}
+	return 0
+}
+
+func (x *SubtaskMetrics) GetOperators() []string {
+	if x != nil {
+		return x.Operators
+	}
+	return nil
+}
+
+func (x *SubtaskMetrics) GetOperatorRecordsIn() []int64 {
+	if x != nil {
+		return x.OperatorRecordsIn
+	}
+	return nil
+}
+
+func (x *SubtaskMetrics) GetOperatorRecordsOut() []int64 {
+	if x != nil {
+		return x.OperatorRecordsOut
+	}
+	return nil
+}
 
 // DeployReply answers DeployTasks: the tasks started, or why none did.
 type DeployReply struct {
@@ -1128,7 +1328,7 @@ type DeployReply struct {
 
 func (x *DeployReply) Reset() {
 	*x = DeployReply{}
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[13]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1340,7 @@ func (x *DeployReply) String() string {
 func (*DeployReply) ProtoMessage() {}
 
 func (x *DeployReply) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[13]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1353,7 @@ func (x *DeployReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployReply.ProtoReflect.Descriptor instead.
 func (*DeployReply) Descriptor() ([]byte, []int) {
-	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{13}
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeployReply) GetRequest() uint64 {
@@ -1187,7 +1387,7 @@ type TaskInfo struct {
 
 func (x *TaskInfo) Reset() {
 	*x = TaskInfo{}
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[14]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1199,7 +1399,7 @@ func (x *TaskInfo) String() string {
 func (*TaskInfo) ProtoMessage() {}
 
 func (x *TaskInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[14]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1212,7 +1412,7 @@ func (x *TaskInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskInfo.ProtoReflect.Descriptor instead.
 func (*TaskInfo) Descriptor() ([]byte, []int) {
-	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{14}
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TaskInfo) GetId() string {
@@ -1249,7 +1449,7 @@ type TaskReport struct {
 
 func (x *TaskReport) Reset() {
 	*x = TaskReport{}
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[15]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1461,7 @@ func (x *TaskReport) String() string {
 func (*TaskReport) ProtoMessage() {}
 
 func (x *TaskReport) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[15]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1474,7 @@ func (x *TaskReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskReport.ProtoReflect.Descriptor instead.
 func (*TaskReport) Descriptor() ([]byte, []int) {
-	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{15}
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TaskReport) GetBody() isTaskReport_Body {
@@ -1417,7 +1617,7 @@ type TaskEvent struct {
 
 func (x *TaskEvent) Reset() {
 	*x = TaskEvent{}
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[16]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1429,7 +1629,7 @@ func (x *TaskEvent) String() string {
 func (*TaskEvent) ProtoMessage() {}
 
 func (x *TaskEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[16]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1442,7 +1642,7 @@ func (x *TaskEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskEvent.ProtoReflect.Descriptor instead.
 func (*TaskEvent) Descriptor() ([]byte, []int) {
-	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{16}
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TaskEvent) GetTask() string {
@@ -1462,7 +1662,7 @@ type SourceRecords struct {
 
 func (x *SourceRecords) Reset() {
 	*x = SourceRecords{}
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[17]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1474,7 +1674,7 @@ func (x *SourceRecords) String() string {
 func (*SourceRecords) ProtoMessage() {}
 
 func (x *SourceRecords) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[17]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1487,7 +1687,7 @@ func (x *SourceRecords) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SourceRecords.ProtoReflect.Descriptor instead.
 func (*SourceRecords) Descriptor() ([]byte, []int) {
-	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{17}
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SourceRecords) GetTask() string {
@@ -1526,7 +1726,7 @@ type Acknowledge struct {
 
 func (x *Acknowledge) Reset() {
 	*x = Acknowledge{}
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[18]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1538,7 +1738,7 @@ func (x *Acknowledge) String() string {
 func (*Acknowledge) ProtoMessage() {}
 
 func (x *Acknowledge) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[18]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1551,7 +1751,7 @@ func (x *Acknowledge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acknowledge.ProtoReflect.Descriptor instead.
 func (*Acknowledge) Descriptor() ([]byte, []int) {
-	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{18}
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Acknowledge) GetTask() string {
@@ -1642,7 +1842,7 @@ type Decline struct {
 
 func (x *Decline) Reset() {
 	*x = Decline{}
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[19]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1654,7 +1854,7 @@ func (x *Decline) String() string {
 func (*Decline) ProtoMessage() {}
 
 func (x *Decline) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[19]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1667,7 +1867,7 @@ func (x *Decline) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decline.ProtoReflect.Descriptor instead.
 func (*Decline) Descriptor() ([]byte, []int) {
-	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{19}
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Decline) GetTask() string {
@@ -1703,7 +1903,7 @@ type TaskFailed struct {
 
 func (x *TaskFailed) Reset() {
 	*x = TaskFailed{}
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[20]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1915,7 @@ func (x *TaskFailed) String() string {
 func (*TaskFailed) ProtoMessage() {}
 
 func (x *TaskFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[20]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +1928,7 @@ func (x *TaskFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFailed.ProtoReflect.Descriptor instead.
 func (*TaskFailed) Descriptor() ([]byte, []int) {
-	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{20}
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TaskFailed) GetTask() string {
@@ -1769,7 +1969,7 @@ type AttemptEnded struct {
 
 func (x *AttemptEnded) Reset() {
 	*x = AttemptEnded{}
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[21]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +1981,7 @@ func (x *AttemptEnded) String() string {
 func (*AttemptEnded) ProtoMessage() {}
 
 func (x *AttemptEnded) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[21]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +1994,7 @@ func (x *AttemptEnded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptEnded.ProtoReflect.Descriptor instead.
 func (*AttemptEnded) Descriptor() ([]byte, []int) {
-	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{21}
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AttemptEnded) GetError() string {
@@ -1822,7 +2022,7 @@ type SubmitRequest struct {
 
 func (x *SubmitRequest) Reset() {
 	*x = SubmitRequest{}
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[22]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +2034,7 @@ func (x *SubmitRequest) String() string {
 func (*SubmitRequest) ProtoMessage() {}
 
 func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[22]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +2047,7 @@ func (x *SubmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitRequest.ProtoReflect.Descriptor instead.
 func (*SubmitRequest) Descriptor() ([]byte, []int) {
-	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{22}
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SubmitRequest) GetName() string {
@@ -1873,7 +2073,7 @@ type SubmitReply struct {
 
 func (x *SubmitReply) Reset() {
 	*x = SubmitReply{}
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[23]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1885,7 +2085,7 @@ func (x *SubmitReply) String() string {
 func (*SubmitReply) ProtoMessage() {}
 
 func (x *SubmitReply) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[23]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1898,7 +2098,7 @@ func (x *SubmitReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitReply.ProtoReflect.Descriptor instead.
 func (*SubmitReply) Descriptor() ([]byte, []int) {
-	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{23}
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SubmitReply) GetJobId() string {
@@ -1917,7 +2117,7 @@ type JobStatusRequest struct {
 
 func (x *JobStatusRequest) Reset() {
 	*x = JobStatusRequest{}
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[24]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1929,7 +2129,7 @@ func (x *JobStatusRequest) String() string {
 func (*JobStatusRequest) ProtoMessage() {}
 
 func (x *JobStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[24]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1942,7 +2142,7 @@ func (x *JobStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatusRequest.ProtoReflect.Descriptor instead.
 func (*JobStatusRequest) Descriptor() ([]byte, []int) {
-	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{24}
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *JobStatusRequest) GetJobId() string {
@@ -1974,7 +2174,7 @@ type JobInfo struct {
 
 func (x *JobInfo) Reset() {
 	*x = JobInfo{}
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[25]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1986,7 +2186,7 @@ func (x *JobInfo) String() string {
 func (*JobInfo) ProtoMessage() {}
 
 func (x *JobInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[25]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1999,7 +2199,7 @@ func (x *JobInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobInfo.ProtoReflect.Descriptor instead.
 func (*JobInfo) Descriptor() ([]byte, []int) {
-	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{25}
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *JobInfo) GetId() string {
@@ -2066,7 +2266,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[26]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2278,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[26]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2291,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{26}
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{28}
 }
 
 type ListJobsReply struct {
@@ -2103,7 +2303,7 @@ type ListJobsReply struct {
 
 func (x *ListJobsReply) Reset() {
 	*x = ListJobsReply{}
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[27]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2115,7 +2315,7 @@ func (x *ListJobsReply) String() string {
 func (*ListJobsReply) ProtoMessage() {}
 
 func (x *ListJobsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[27]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2128,7 +2328,7 @@ func (x *ListJobsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsReply.ProtoReflect.Descriptor instead.
 func (*ListJobsReply) Descriptor() ([]byte, []int) {
-	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{27}
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListJobsReply) GetJobs() []*JobInfo {
@@ -2147,7 +2347,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[28]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2159,7 +2359,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[28]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2172,7 +2372,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{28}
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CancelJobRequest) GetJobId() string {
@@ -2190,7 +2390,7 @@ type CancelJobReply struct {
 
 func (x *CancelJobReply) Reset() {
 	*x = CancelJobReply{}
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[29]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2202,7 +2402,7 @@ func (x *CancelJobReply) String() string {
 func (*CancelJobReply) ProtoMessage() {}
 
 func (x *CancelJobReply) ProtoReflect() protoreflect.Message {
-	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[29]
+	mi := &file_weir_cluster_v1_cluster_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2215,7 +2415,7 @@ func (x *CancelJobReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobReply.ProtoReflect.Descriptor instead.
 func (*CancelJobReply) Descriptor() ([]byte, []int) {
-	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{29}
+	return file_weir_cluster_v1_cluster_proto_rawDescGZIP(), []int{31}
 }
 
 var File_weir_cluster_v1_cluster_proto protoreflect.FileDescriptor
@@ -2301,7 +2501,7 @@ const file_weir_cluster_v1_cluster_proto_rawDesc = "" +
 	"checkpoint\x18\x01 \x01(\x03R\n" +
 	"checkpoint\"%\n" +
 	"\vCancelTasks\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xfb\x01\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xb5\x02\n" +
 	"\x12TaskManagerMessage\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
@@ -2310,8 +2510,26 @@ const file_weir_cluster_v1_cluster_proto_rawDesc = "" +
 	"\aattempt\x18\x04 \x01(\x03R\aattempt\x12:\n" +
 	"\bdeployed\x18\n" +
 	" \x01(\v2\x1c.weir.cluster.v1.DeployReplyH\x00R\bdeployed\x125\n" +
-	"\x06report\x18\v \x01(\v2\x1b.weir.cluster.v1.TaskReportH\x00R\x06reportB\x06\n" +
-	"\x04body\"n\n" +
+	"\x06report\x18\v \x01(\v2\x1b.weir.cluster.v1.TaskReportH\x00R\x06report\x128\n" +
+	"\ametrics\x18\f \x01(\v2\x1c.weir.cluster.v1.TaskMetricsH\x00R\ametricsB\x06\n" +
+	"\x04body\"`\n" +
+	"\vTaskMetrics\x12;\n" +
+	"\bsubtasks\x18\x01 \x03(\v2\x1f.weir.cluster.v1.SubtaskMetricsR\bsubtasks\x12\x14\n" +
+	"\x05final\x18\x02 \x01(\bR\x05final\"\xf4\x02\n" +
+	"\x0eSubtaskMetrics\x12\x12\n" +
+	"\x04task\x18\x01 \x01(\tR\x04task\x12\x1d\n" +
+	"\n" +
+	"records_in\x18\x02 \x01(\x03R\trecordsIn\x12\x1f\n" +
+	"\vrecords_out\x18\x03 \x01(\x03R\n" +
+	"recordsOut\x12*\n" +
+	"\x11back_pressured_ns\x18\x04 \x01(\x03R\x0fbackPressuredNs\x12\x17\n" +
+	"\aidle_ns\x18\x05 \x01(\x03R\x06idleNs\x12\x17\n" +
+	"\abusy_ns\x18\x06 \x01(\x03R\x06busyNs\x120\n" +
+	"\x14back_pressured_ratio\x18\a \x01(\x01R\x12backPressuredRatio\x12\x1c\n" +
+	"\toperators\x18\b \x03(\tR\toperators\x12.\n" +
+	"\x13operator_records_in\x18\t \x03(\x03R\x11operatorRecordsIn\x120\n" +
+	"\x14operator_records_out\x18\n" +
+	" \x03(\x03R\x12operatorRecordsOut\"n\n" +
 	"\vDeployReply\x12\x18\n" +
 	"\arequest\x18\x01 \x01(\x04R\arequest\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12/\n" +
@@ -2413,7 +2631,7 @@ func file_weir_cluster_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_weir_cluster_v1_cluster_proto_rawDescData
 }
 
-var file_weir_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_weir_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_weir_cluster_v1_cluster_proto_goTypes = []any{
 	(*RegisterRequest)(nil),    // 0: weir.cluster.v1.RegisterRequest
 	(*RegisterReply)(nil),      // 1: weir.cluster.v1.RegisterReply
@@ -2428,23 +2646,25 @@ var file_weir_cluster_v1_cluster_proto_goTypes = []any{
 	(*CheckpointNotice)(nil),   // 10: weir.cluster.v1.CheckpointNotice
 	(*CancelTasks)(nil),        // 11: weir.cluster.v1.CancelTasks
 	(*TaskManagerMessage)(nil), // 12: weir.cluster.v1.TaskManagerMessage
-	(*DeployReply)(nil),        // 13: weir.cluster.v1.DeployReply
-	(*TaskInfo)(nil),           // 14: weir.cluster.v1.TaskInfo
-	(*TaskReport)(nil),         // 15: weir.cluster.v1.TaskReport
-	(*TaskEvent)(nil),          // 16: weir.cluster.v1.TaskEvent
-	(*SourceRecords)(nil),      // 17: weir.cluster.v1.SourceRecords
-	(*Acknowledge)(nil),        // 18: weir.cluster.v1.Acknowledge
-	(*Decline)(nil),            // 19: weir.cluster.v1.Decline
-	(*TaskFailed)(nil),         // 20: weir.cluster.v1.TaskFailed
-	(*AttemptEnded)(nil),       // 21: weir.cluster.v1.AttemptEnded
-	(*SubmitRequest)(nil),      // 22: weir.cluster.v1.SubmitRequest
-	(*SubmitReply)(nil),        // 23: weir.cluster.v1.SubmitReply
-	(*JobStatusRequest)(nil),   // 24: weir.cluster.v1.JobStatusRequest
-	(*JobInfo)(nil),            // 25: weir.cluster.v1.JobInfo
-	(*ListJobsRequest)(nil),    // 26: weir.cluster.v1.ListJobsRequest
-	(*ListJobsReply)(nil),      // 27: weir.cluster.v1.ListJobsReply
-	(*CancelJobRequest)(nil),   // 28: weir.cluster.v1.CancelJobRequest
-	(*CancelJobReply)(nil),     // 29: weir.cluster.v1.CancelJobReply
+	(*TaskMetrics)(nil),        // 13: weir.cluster.v1.TaskMetrics
+	(*SubtaskMetrics)(nil),     // 14: weir.cluster.v1.SubtaskMetrics
+	(*DeployReply)(nil),        // 15: weir.cluster.v1.DeployReply
+	(*TaskInfo)(nil),           // 16: weir.cluster.v1.TaskInfo
+	(*TaskReport)(nil),         // 17: weir.cluster.v1.TaskReport
+	(*TaskEvent)(nil),          // 18: weir.cluster.v1.TaskEvent
+	(*SourceRecords)(nil),      // 19: weir.cluster.v1.SourceRecords
+	(*Acknowledge)(nil),        // 20: weir.cluster.v1.Acknowledge
+	(*Decline)(nil),            // 21: weir.cluster.v1.Decline
+	(*TaskFailed)(nil),         // 22: weir.cluster.v1.TaskFailed
+	(*AttemptEnded)(nil),       // 23: weir.cluster.v1.AttemptEnded
+	(*SubmitRequest)(nil),      // 24: weir.cluster.v1.SubmitRequest
+	(*SubmitReply)(nil),        // 25: weir.cluster.v1.SubmitReply
+	(*JobStatusRequest)(nil),   // 26: weir.cluster.v1.JobStatusRequest
+	(*JobInfo)(nil),            // 27: weir.cluster.v1.JobInfo
+	(*ListJobsRequest)(nil),    // 28: weir.cluster.v1.ListJobsRequest
+	(*ListJobsReply)(nil),      // 29: weir.cluster.v1.ListJobsReply
+	(*CancelJobRequest)(nil),   // 30: weir.cluster.v1.CancelJobRequest
+	(*CancelJobReply)(nil),     // 31: weir.cluster.v1.CancelJobReply
 }
 var file_weir_cluster_v1_cluster_proto_depIdxs = []int32{
 	8,  // 0: weir.cluster.v1.JobManagerCommand.deploy:type_name -> weir.cluster.v1.DeployTasks
@@ -2454,39 +2674,41 @@ var file_weir_cluster_v1_cluster_proto_depIdxs = []int32{
 	7,  // 4: weir.cluster.v1.JobManagerCommand.finish_sources:type_name -> weir.cluster.v1.Empty
 	7,  // 5: weir.cluster.v1.JobManagerCommand.stop_tasks:type_name -> weir.cluster.v1.Empty
 	11, // 6: weir.cluster.v1.JobManagerCommand.cancel:type_name -> weir.cluster.v1.CancelTasks
-	13, // 7: weir.cluster.v1.TaskManagerMessage.deployed:type_name -> weir.cluster.v1.DeployReply
-	15, // 8: weir.cluster.v1.TaskManagerMessage.report:type_name -> weir.cluster.v1.TaskReport
-	14, // 9: weir.cluster.v1.DeployReply.tasks:type_name -> weir.cluster.v1.TaskInfo
-	16, // 10: weir.cluster.v1.TaskReport.task_running:type_name -> weir.cluster.v1.TaskEvent
-	16, // 11: weir.cluster.v1.TaskReport.source_finished:type_name -> weir.cluster.v1.TaskEvent
-	17, // 12: weir.cluster.v1.TaskReport.source_records:type_name -> weir.cluster.v1.SourceRecords
-	16, // 13: weir.cluster.v1.TaskReport.checkpoint_marker:type_name -> weir.cluster.v1.TaskEvent
-	18, // 14: weir.cluster.v1.TaskReport.acknowledge:type_name -> weir.cluster.v1.Acknowledge
-	19, // 15: weir.cluster.v1.TaskReport.decline:type_name -> weir.cluster.v1.Decline
-	20, // 16: weir.cluster.v1.TaskReport.task_failed:type_name -> weir.cluster.v1.TaskFailed
-	21, // 17: weir.cluster.v1.TaskReport.attempt_ended:type_name -> weir.cluster.v1.AttemptEnded
-	25, // 18: weir.cluster.v1.ListJobsReply.jobs:type_name -> weir.cluster.v1.JobInfo
-	0,  // 19: weir.cluster.v1.JobManager.Register:input_type -> weir.cluster.v1.RegisterRequest
-	2,  // 20: weir.cluster.v1.JobManager.Heartbeat:input_type -> weir.cluster.v1.TaskManagerBeat
-	4,  // 21: weir.cluster.v1.JobManager.Deregister:input_type -> weir.cluster.v1.DeregisterRequest
-	12, // 22: weir.cluster.v1.JobManager.Tasks:input_type -> weir.cluster.v1.TaskManagerMessage
-	22, // 23: weir.cluster.v1.JobManager.Submit:input_type -> weir.cluster.v1.SubmitRequest
-	24, // 24: weir.cluster.v1.JobManager.JobStatus:input_type -> weir.cluster.v1.JobStatusRequest
-	26, // 25: weir.cluster.v1.JobManager.ListJobs:input_type -> weir.cluster.v1.ListJobsRequest
-	28, // 26: weir.cluster.v1.JobManager.CancelJob:input_type -> weir.cluster.v1.CancelJobRequest
-	1,  // 27: weir.cluster.v1.JobManager.Register:output_type -> weir.cluster.v1.RegisterReply
-	3,  // 28: weir.cluster.v1.JobManager.Heartbeat:output_type -> weir.cluster.v1.JobManagerBeat
-	5,  // 29: weir.cluster.v1.JobManager.Deregister:output_type -> weir.cluster.v1.DeregisterReply
-	6,  // 30: weir.cluster.v1.JobManager.Tasks:output_type -> weir.cluster.v1.JobManagerCommand
-	23, // 31: weir.cluster.v1.JobManager.Submit:output_type -> weir.cluster.v1.SubmitReply
-	25, // 32: weir.cluster.v1.JobManager.JobStatus:output_type -> weir.cluster.v1.JobInfo
-	27, // 33: weir.cluster.v1.JobManager.ListJobs:output_type -> weir.cluster.v1.ListJobsReply
-	29, // 34: weir.cluster.v1.JobManager.CancelJob:output_type -> weir.cluster.v1.CancelJobReply
-	27, // [27:35] is the sub-list for method output_type
-	19, // [19:27] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	15, // 7: weir.cluster.v1.TaskManagerMessage.deployed:type_name -> weir.cluster.v1.DeployReply
+	17, // 8: weir.cluster.v1.TaskManagerMessage.report:type_name -> weir.cluster.v1.TaskReport
+	13, // 9: weir.cluster.v1.TaskManagerMessage.metrics:type_name -> weir.cluster.v1.TaskMetrics
+	14, // 10: weir.cluster.v1.TaskMetrics.subtasks:type_name -> weir.cluster.v1.SubtaskMetrics
+	16, // 11: weir.cluster.v1.DeployReply.tasks:type_name -> weir.cluster.v1.TaskInfo
+	18, // 12: weir.cluster.v1.TaskReport.task_running:type_name -> weir.cluster.v1.TaskEvent
+	18, // 13: weir.cluster.v1.TaskReport.source_finished:type_name -> weir.cluster.v1.TaskEvent
+	19, // 14: weir.cluster.v1.TaskReport.source_records:type_name -> weir.cluster.v1.SourceRecords
+	18, // 15: weir.cluster.v1.TaskReport.checkpoint_marker:type_name -> weir.cluster.v1.TaskEvent
+	20, // 16: weir.cluster.v1.TaskReport.acknowledge:type_name -> weir.cluster.v1.Acknowledge
+	21, // 17: weir.cluster.v1.TaskReport.decline:type_name -> weir.cluster.v1.Decline
+	22, // 18: weir.cluster.v1.TaskReport.task_failed:type_name -> weir.cluster.v1.TaskFailed
+	23, // 19: weir.cluster.v1.TaskReport.attempt_ended:type_name -> weir.cluster.v1.AttemptEnded
+	27, // 20: weir.cluster.v1.ListJobsReply.jobs:type_name -> weir.cluster.v1.JobInfo
+	0,  // 21: weir.cluster.v1.JobManager.Register:input_type -> weir.cluster.v1.RegisterRequest
+	2,  // 22: weir.cluster.v1.JobManager.Heartbeat:input_type -> weir.cluster.v1.TaskManagerBeat
+	4,  // 23: weir.cluster.v1.JobManager.Deregister:input_type -> weir.cluster.v1.DeregisterRequest
+	12, // 24: weir.cluster.v1.JobManager.Tasks:input_type -> weir.cluster.v1.TaskManagerMessage
+	24, // 25: weir.cluster.v1.JobManager.Submit:input_type -> weir.cluster.v1.SubmitRequest
+	26, // 26: weir.cluster.v1.JobManager.JobStatus:input_type -> weir.cluster.v1.JobStatusRequest
+	28, // 27: weir.cluster.v1.JobManager.ListJobs:input_type -> weir.cluster.v1.ListJobsRequest
+	30, // 28: weir.cluster.v1.JobManager.CancelJob:input_type -> weir.cluster.v1.CancelJobRequest
+	1,  // 29: weir.cluster.v1.JobManager.Register:output_type -> weir.cluster.v1.RegisterReply
+	3,  // 30: weir.cluster.v1.JobManager.Heartbeat:output_type -> weir.cluster.v1.JobManagerBeat
+	5,  // 31: weir.cluster.v1.JobManager.Deregister:output_type -> weir.cluster.v1.DeregisterReply
+	6,  // 32: weir.cluster.v1.JobManager.Tasks:output_type -> weir.cluster.v1.JobManagerCommand
+	25, // 33: weir.cluster.v1.JobManager.Submit:output_type -> weir.cluster.v1.SubmitReply
+	27, // 34: weir.cluster.v1.JobManager.JobStatus:output_type -> weir.cluster.v1.JobInfo
+	29, // 35: weir.cluster.v1.JobManager.ListJobs:output_type -> weir.cluster.v1.ListJobsReply
+	31, // 36: weir.cluster.v1.JobManager.CancelJob:output_type -> weir.cluster.v1.CancelJobReply
+	29, // [29:37] is the sub-list for method output_type
+	21, // [21:29] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_weir_cluster_v1_cluster_proto_init() }
@@ -2506,8 +2728,9 @@ func file_weir_cluster_v1_cluster_proto_init() {
 	file_weir_cluster_v1_cluster_proto_msgTypes[12].OneofWrappers = []any{
 		(*TaskManagerMessage_Deployed)(nil),
 		(*TaskManagerMessage_Report)(nil),
+		(*TaskManagerMessage_Metrics)(nil),
 	}
-	file_weir_cluster_v1_cluster_proto_msgTypes[15].OneofWrappers = []any{
+	file_weir_cluster_v1_cluster_proto_msgTypes[17].OneofWrappers = []any{
 		(*TaskReport_TaskRunning)(nil),
 		(*TaskReport_SourceFinished)(nil),
 		(*TaskReport_SourceRecords)(nil),
@@ -2523,7 +2746,7 @@ func file_weir_cluster_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_weir_cluster_v1_cluster_proto_rawDesc), len(file_weir_cluster_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
