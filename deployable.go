@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -276,11 +275,6 @@ func (d *deployable) checkPlacement(self string, p deploy.Placement) error {
 	}
 	if strings.HasPrefix(strings.TrimSpace(url), "memory:") {
 		return fmt.Errorf("weir: job %q: checkpoint storage %q is the memory of one process, but the job runs on %d workers: a cluster needs storage that every process reaches (a shared file system path or s3://)", d.name, url, len(p.Workers))
-	}
-	// WEIR_TEST_CLUSTER_UNALIGNED lifts the refusal for the test that
-	// hunts the loss (cli TestClusterUnalignedExactlyOnce), never for a job.
-	if d.opts.Checkpointing.Unaligned && os.Getenv("WEIR_TEST_CLUSTER_UNALIGNED") == "" {
-		return fmt.Errorf("weir: job %q: unaligned checkpoints are not supported on more than one worker yet: a restore after a TaskManager failure lost records in 4 of 30 test runs (TestClusterUnalignedExactlyOnce), not understood yet; turn Options.Checkpointing.Unaligned (--unaligned) off, or run in one process (Exchange \"tcp\" included)", d.name)
 	}
 	return nil
 }
