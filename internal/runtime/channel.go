@@ -212,6 +212,11 @@ func (c *Channel[T]) send(env envelope[T], done <-chan struct{}) (waited int64, 
 // sendOrWake is send that also gives up, without sending (woke), when wake
 // is closed while it waits.
 func (c *Channel[T]) sendOrWake(env envelope[T], done, wake <-chan struct{}) (waited int64, ok, woke bool) {
+	return c.sendOrWake2(env, done, wake, nil)
+}
+
+// sendOrWake2 is sendOrWake with two channels that wake it.
+func (c *Channel[T]) sendOrWake2(env envelope[T], done, wake, wake2 <-chan struct{}) (waited int64, ok, woke bool) {
 	select {
 	case c.queue <- env:
 	default:
@@ -221,6 +226,8 @@ func (c *Channel[T]) sendOrWake(env envelope[T], done, wake <-chan struct{}) (wa
 		case <-done:
 			return 0, false, false
 		case <-wake:
+			woke = true
+		case <-wake2:
 			woke = true
 		}
 		waited = int64(time.Since(start))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -331,6 +332,33 @@ func Receive[T any](x *Exchange, dst *Channel[T], addr, name string, c codec.Cod
 	}
 	// pend is what the pump received and has not handed to dst yet.
 	var pend []envelope[T]
+	// The receiver's side of the aligned-checkpoint timeout (Flink's
+	// RemoteInputChannel converts a queued barrier the same way): the
+	// announcement of an aligned barrier with a timeout arms a timer for
+	// its deadline, and then the pump converts the barrier where it
+	// waits (dst, pend or the network's receive queue) into an unaligned
+	// one at the head of dst, with copies of the records it overtook as
+	// the consumer's input state; one received after its deadline is
+	// converted on arrival. due is set by the timer, dueBell wakes the
+	// pump; timer is touched by the pump only.
+	var due atomic.Bool
+	dueBell := make(chan struct{}, 1)
+	var timer *time.Timer
+	arm := func(ev network.Event) {
+		if timer != nil {
+			timer.Stop()
+		}
+		timer = time.AfterFunc(time.Until(time.UnixMilli(ev.Timestamp+ev.AlignedTimeoutMs)), func() {
+			due.Store(true)
+			select {
+			case dueBell <- struct{}{}:
+			default:
+			}
+		})
+	}
+	isDue := func(e Event) bool {
+		return e.Kind == Barrier && !e.Unaligned && e.AlignedTimeoutMs > 0 && !time.Now().Before(time.UnixMilli(e.Timestamp+e.AlignedTimeoutMs))
+	}
 	// takePriority hands the first priority event of the channel to the
 	// consumer ahead of everything received before it and not consumed
 	// (Flink's priority events at the input): those envelopes go behind
@@ -405,6 +433,9 @@ func Receive[T any](x *Exchange, dst *Channel[T], addr, name string, c codec.Cod
 		if !ok {
 			return false
 		}
+		if pe.Kind == network.BarrierAnnouncement && pe.AlignedTimeoutMs > 0 {
+			arm(pe)
+		}
 		if unaligned {
 			f := &inflightRecords[T]{}
 			for _, env := range list {
@@ -423,8 +454,72 @@ func Receive[T any](x *Exchange, dst *Channel[T], addr, name string, c codec.Cod
 		pend = append(list, after...)
 		return true
 	}
+	// convertDue converts the first barrier past its aligned timeout in
+	// dst, pend or the network's receive queue (polling the latter up to
+	// it); false: the channel failed or done.
+	convertDue := func() bool {
+		list := dst.drainQueue(nil)
+		list = append(list, pend...)
+		pend = nil
+		k := slices.IndexFunc(list, func(env envelope[T]) bool { return env.recs == nil && isDue(env.ev) })
+		for k < 0 {
+			what, recs, ts, ev, err := in.Poll()
+			switch {
+			case err != nil:
+				x.log.Warn("exchange: input channel failed", "channel", name, "peer", addr, "err", err)
+				return false
+			case what == network.Records:
+				list = append(list, copyRecs(recs, ts))
+			case what == network.Control && ev.Priority:
+				// It goes ahead of all this; the barrier, if
+				// it comes later, is converted on arrival.
+				pend = list
+				return takePriority(&ev)
+			case what == network.Control:
+				e, ok := event(ev)
+				if !ok {
+					return false
+				}
+				list = append(list, envelope[T]{ev: e})
+				if isDue(e) {
+					k = len(list) - 1
+				}
+			default: // not received yet: converted on arrival
+				pend = list
+				return true
+			}
+		}
+		e := list[k].ev
+		e.Unaligned, e.AlignedTimeoutMs = true, 0
+		f := &inflightRecords[T]{}
+		for _, env := range list[:k] {
+			if env.recs != nil {
+				f.recs, f.ts = appendRecordsCopy(f.recs, f.ts, env.recs, env.ts)
+			}
+		}
+		if len(f.recs) > 0 {
+			e.inflight = f
+		}
+		// dst is empty but for what the consumer took meanwhile: room.
+		if _, ok := dst.send(envelope[T]{ev: e}, done); !ok {
+			return false
+		}
+		pend = append(list[:k:k], list[k+1:]...)
+		return true
+	}
 	recv := func() {
+		defer func() {
+			if timer != nil {
+				timer.Stop()
+			}
+		}()
 		for {
+			if due.Swap(false) {
+				if !convertDue() {
+					return
+				}
+				continue
+			}
 			if in.PriorityQueued() > 0 {
 				if !takePriority(nil) {
 					return
@@ -433,7 +528,7 @@ func Receive[T any](x *Exchange, dst *Channel[T], addr, name string, c codec.Cod
 			}
 			if len(pend) > 0 {
 				env := pend[0]
-				_, ok, woke := dst.sendOrWake(env, done, in.PriorityBell())
+				_, ok, woke := dst.sendOrWake2(env, done, in.PriorityBell(), dueBell)
 				if !ok {
 					return
 				}
@@ -466,10 +561,14 @@ func Receive[T any](x *Exchange, dst *Channel[T], addr, name string, c codec.Cod
 					return
 				}
 				pend = append(pend, envelope[T]{ev: e})
+				if isDue(e) && !convertDue() {
+					return
+				}
 			default:
 				select {
 				case <-gate.Doorbell():
 				case <-in.PriorityBell():
+				case <-dueBell:
 				case <-done:
 					return
 				}

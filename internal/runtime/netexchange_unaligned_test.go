@@ -240,3 +240,100 @@ func seq(n int) []int {
 	}
 	return s
 }
+
+// TestBridgeTimedBarrierConvertedAtReceiver: an aligned barrier with a
+// timeout that went on the wire (the producer can no longer convert it)
+// and waits at the receiver, behind records its slow consumer has not
+// read, is converted there at its deadline: the consumer reads it
+// unaligned ahead of them, and they (received, not yet consumed) are its
+// input state, with nothing as the producer's output state. Without the
+// receiver's conversion it arrives aligned, after all 600 records.
+func TestBridgeTimedBarrierConvertedAtReceiver(t *testing.T) {
+	x, err := NewNetExchange(network.Options{BufferSize: 64, ExclusiveBuffers: 2, FloatingBuffers: 256, SenderBuffers: 64,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	doorbell := make(chan struct{}, 1)
+	dst := NewChannel[int](2, doorbell, nil)
+	src, err := Bridge(x, dst, codec.Int(), done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Start()
+	w := NewRecordWriter([]*Channel[int]{src}, WriterOptions[int]{Partitioner: graph.Forward, BatchSize: 4, Done: done})
+	w.SetChannelState(codec.Int(), []checkpoint.ChannelStateHandle{ChannelStateHandleFor("a->b/0", 0, 1, 0, 1, true)}, nil, nil)
+	const before, after = 600, 50
+	timed := make(chan *TimedBarrier, 1)
+	go func() {
+		for i := range before {
+			w.Emit(i, NoTimestamp)
+		}
+		w.Flush()
+		time.Sleep(20 * time.Millisecond) // everything crosses to the receiver
+		now := time.Now()
+		w.Announce(Event{Kind: BarrierAnnouncement, ID: 1, Timestamp: now.UnixMilli(), AlignedTimeoutMs: 30})
+		timed <- w.SendTimed(Event{Kind: Barrier, ID: 1, Timestamp: now.UnixMilli(), AlignedTimeoutMs: 30}, now.Add(30*time.Millisecond))
+		for i := range after {
+			w.Emit(before+i, NoTimestamp)
+		}
+		for w.ConvertDue() {
+			time.Sleep(time.Millisecond)
+		}
+		w.Broadcast(Event{Kind: EndOfPartition})
+	}()
+	var got []int
+	in := NewInput(dst, Output[int](outputFunc(func(v int, _ int64) { got = append(got, v) })), nil)
+	in.SetChannelState(codec.Int(), ChannelStateHandleFor("a->b/0", 0, 1, 0, 1, false), nil, nil)
+	deadline := time.After(20 * time.Second)
+	barrierAt := -1
+	var inState ChannelData
+	for {
+		ev, isEvent, ok := in.Poll()
+		if ok && isEvent {
+			if ev.Kind == EndOfPartition {
+				break
+			}
+			if ev.Kind == Barrier {
+				if !ev.Unaligned {
+					t.Fatalf("barrier %+v arrived aligned after %d records: not converted at the receiver", ev, len(got))
+				}
+				barrierAt = len(got)
+				inState = in.TakeRecording(1)
+			}
+			continue
+		}
+		if ok && barrierAt < 0 {
+			time.Sleep(2 * time.Millisecond) // a slow consumer until the barrier
+		}
+		if !ok {
+			select {
+			case <-doorbell:
+			case <-deadline:
+				t.Fatalf("timed out after %d records (barrier at %d)", len(got), barrierAt)
+			}
+		}
+	}
+	if barrierAt < 0 || !slices.Equal(got, seq(before+after)) {
+		t.Fatalf("consumer saw %d records (barrier at %d), want %d in order", len(got), barrierAt, before+after)
+	}
+	tb := <-timed
+	select {
+	case <-tb.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the timed barrier was neither taken nor converted at the producer")
+	}
+	if outs, converted := tb.Converted(); converted || len(outs) != 0 {
+		t.Fatalf("Converted = %d channels, %v: the producer converted it, not the receiver", len(outs), converted)
+	}
+	var state []int
+	if inState != nil {
+		state = recsOf(inState)
+	}
+	if want := seq(before)[barrierAt:]; len(state) == 0 || !slices.Equal(state, want) {
+		t.Fatalf("input state %v\nwant the records after the barrier's place %v", state, want)
+	}
+	t.Logf("barrier after %d of %d records: input state %d records (converted at the receiver)", barrierAt, before, len(state))
+}
