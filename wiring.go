@@ -207,9 +207,12 @@ func (e *typedEdge[T]) crosses(bc *buildCtx, prod, cons int) bool {
 }
 
 // channelName names the network channel from producer p to consumer c of
-// e: the job, the attempt and the edge, so that a channel of one attempt
-// never connects to another's.
+// e: the job, its submission on a cluster (Placement.Run), the attempt and
+// the edge, so that a channel of one attempt never connects to another's.
 func (e *typedEdge[T]) channelName(bc *buildCtx, p, c int) string {
+	if bc.place != nil && bc.place.Run != "" {
+		return fmt.Sprintf("%s/run-%s/attempt-%d/edge-%d/%d->%d", bc.opts.JobID, bc.place.Run, bc.attempt, e.id, p, c)
+	}
 	return fmt.Sprintf("%s/attempt-%d/edge-%d/%d->%d", bc.opts.JobID, bc.attempt, e.id, p, c)
 }
 

@@ -774,6 +774,7 @@ func (jm *JobManager) placeLocked(run *jobRun, plan deploy.Plan, offers []deploy
 	if err != nil {
 		return deploy.Placement{}, nil, err
 	}
+	p.Run = strconv.FormatInt(run.submitted.UnixNano(), 36)
 	var workers []deploy.Worker
 	for id := range p.Workers {
 		ts := streams[id]

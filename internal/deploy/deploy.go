@@ -63,6 +63,12 @@ type Placement struct {
 	Workers map[string]string
 	// Subtasks[v][s] is the id of the worker that runs subtask s of vertex v.
 	Subtasks [][]string
+	// Run names this submission of the job; empty in one process. The
+	// network channels of its attempts carry it, so that a later
+	// submission under the same job id never meets a channel that an
+	// earlier one left registered on a worker (a finished channel stays
+	// registered under its name).
+	Run string `json:",omitempty"`
 }
 
 // Worker returns the worker that runs subtask s of vertex v, "" when the
