@@ -911,3 +911,30 @@ func TestClusterRunJobManagerLost(t *testing.T) {
 	}
 	t.Logf("gave up %v after the JobManager died", time.Since(killed).Round(time.Millisecond))
 }
+
+// TestClusterSameJobTwice: a job submitted twice under one id on the same
+// TaskManagers runs the second time without a restart (its network
+// channels are named by submission: the first run's stay registered on
+// the TaskManagers, and the second's first deploy failed on them).
+func TestClusterSameJobTwice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real weir processes")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	input := wordsInput(t, dir, 2000)
+	text, _ := os.ReadFile(input)
+	want := wordTotals(string(text))
+	c := startCluster(t, 2, 1)
+	for round := range 2 {
+		out := filepath.Join(dir, fmt.Sprint("out", round))
+		stdout, stderr, code := runWeir(t, append(wordCountArgs(input, out, filepath.Join(dir, fmt.Sprint("ck", round))), "--jobmanager", c.rpc)...)
+		if code != 0 {
+			t.Fatalf("round %d: exit %d\n%s\n%s\n%s", round, code, stdout, stderr, c.logs())
+		}
+		if strings.Contains(stderr, "restarted (restart") || strings.Contains(c.logs(), "registered twice") {
+			t.Fatalf("round %d restarted:\n%s\n%s", round, stderr, c.logs())
+		}
+		checkWordCountOutput(t, out, want)
+	}
+}
