@@ -437,15 +437,7 @@ func Receive[T any](x *Exchange, dst *Channel[T], addr, name string, c codec.Cod
 			arm(pe)
 		}
 		if unaligned {
-			f := &inflightRecords[T]{}
-			for _, env := range list {
-				if env.recs != nil {
-					f.recs, f.ts = appendRecordsCopy(f.recs, f.ts, env.recs, env.ts)
-				}
-			}
-			if len(f.recs) > 0 {
-				e.inflight = f
-			}
+			e.inflight = inflightOf(list)
 		}
 		// dst is empty but for what the consumer took meanwhile: room.
 		if _, ok := dst.send(envelope[T]{ev: e}, done); !ok {
@@ -491,15 +483,7 @@ func Receive[T any](x *Exchange, dst *Channel[T], addr, name string, c codec.Cod
 		}
 		e := list[k].ev
 		e.Unaligned, e.AlignedTimeoutMs = true, 0
-		f := &inflightRecords[T]{}
-		for _, env := range list[:k] {
-			if env.recs != nil {
-				f.recs, f.ts = appendRecordsCopy(f.recs, f.ts, env.recs, env.ts)
-			}
-		}
-		if len(f.recs) > 0 {
-			e.inflight = f
-		}
+		e.inflight = inflightOf(list[:k])
 		// dst is empty but for what the consumer took meanwhile: room.
 		if _, ok := dst.send(envelope[T]{ev: e}, done); !ok {
 			return false
@@ -696,4 +680,20 @@ func (x *Exchange) Close() error {
 		x.log.Info("exchange over tcp closed", "addr", x.node.Addr(), "buffers", buffers, "bytes", bytes)
 	})
 	return nil
+}
+
+// inflightOf is copies of the records of envs, the input state of an
+// unaligned barrier that a receiving pump moved ahead of them; nil (an
+// untyped nil any, as Input.Poll expects) when there are none.
+func inflightOf[T any](envs []envelope[T]) any {
+	f := &inflightRecords[T]{}
+	for _, env := range envs {
+		if env.recs != nil {
+			f.recs, f.ts = appendRecordsCopy(f.recs, f.ts, env.recs, env.ts)
+		}
+	}
+	if len(f.recs) == 0 {
+		return nil
+	}
+	return f
 }
