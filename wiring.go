@@ -210,10 +210,11 @@ func (e *typedEdge[T]) crosses(bc *buildCtx, prod, cons int) bool {
 // e: the job, its submission on a cluster (Placement.Run), the attempt and
 // the edge, so that a channel of one attempt never connects to another's.
 func (e *typedEdge[T]) channelName(bc *buildCtx, p, c int) string {
+	job := bc.opts.JobID
 	if bc.place != nil && bc.place.Run != "" {
-		return fmt.Sprintf("%s/run-%s/attempt-%d/edge-%d/%d->%d", bc.opts.JobID, bc.place.Run, bc.attempt, e.id, p, c)
+		job += "/run-" + bc.place.Run
 	}
-	return fmt.Sprintf("%s/attempt-%d/edge-%d/%d->%d", bc.opts.JobID, bc.attempt, e.id, p, c)
+	return fmt.Sprintf("%s/attempt-%d/edge-%d/%d->%d", job, bc.attempt, e.id, p, c)
 }
 
 // types implements edge.

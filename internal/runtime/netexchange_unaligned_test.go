@@ -50,38 +50,7 @@ func TestBridgeUnalignedOvertakes(t *testing.T) {
 		}
 		w.Broadcast(Event{Kind: EndOfPartition})
 	}()
-	var got []int
-	in := NewInput(dst, Output[int](outputFunc(func(v int, _ int64) { got = append(got, v) })), nil)
-	in.SetChannelState(codec.Int(), ChannelStateHandleFor("a->b/0", 0, 1, 0, 1, false), nil, nil)
-	deadline := time.After(20 * time.Second)
-	barrierAt := -1
-	var inState ChannelData
-	for {
-		ev, isEvent, ok := in.Poll()
-		if ok && isEvent {
-			if ev.Kind == EndOfPartition {
-				break
-			}
-			if ev.Kind == Barrier {
-				if !ev.Unaligned {
-					t.Fatalf("barrier %+v arrived aligned", ev)
-				}
-				barrierAt = len(got)
-				inState = in.TakeRecording(1)
-			}
-			continue
-		}
-		if ok && barrierAt < 0 {
-			time.Sleep(2 * time.Millisecond) // a slow consumer until the barrier: the queues stay full
-		}
-		if !ok {
-			select {
-			case <-doorbell:
-			case <-deadline:
-				t.Fatalf("timed out after %d records (barrier at %d)", len(got), barrierAt)
-			}
-		}
-	}
+	got, barrierAt, inState := readBridged(t, dst, doorbell, "")
 	if barrierAt < 0 || !slices.Equal(got, seq(before+after)) {
 		i := 0
 		for i < len(got) && got[i] == i {
@@ -173,38 +142,7 @@ func TestBridgeTimedBarrierConvertedInNetwork(t *testing.T) {
 		}
 		w.Broadcast(Event{Kind: EndOfPartition})
 	}()
-	var got []int
-	in := NewInput(dst, Output[int](outputFunc(func(v int, _ int64) { got = append(got, v) })), nil)
-	in.SetChannelState(codec.Int(), ChannelStateHandleFor("a->b/0", 0, 1, 0, 1, false), nil, nil)
-	deadline := time.After(20 * time.Second)
-	barrierAt := -1
-	var inState ChannelData
-	for {
-		ev, isEvent, ok := in.Poll()
-		if ok && isEvent {
-			if ev.Kind == EndOfPartition {
-				break
-			}
-			if ev.Kind == Barrier {
-				if !ev.Unaligned {
-					t.Fatalf("barrier %+v arrived aligned: not converted", ev)
-				}
-				barrierAt = len(got)
-				inState = in.TakeRecording(1)
-			}
-			continue
-		}
-		if ok && barrierAt < 0 {
-			time.Sleep(2 * time.Millisecond)
-		}
-		if !ok {
-			select {
-			case <-doorbell:
-			case <-deadline:
-				t.Fatalf("timed out after %d records (barrier at %d)", len(got), barrierAt)
-			}
-		}
-	}
+	got, barrierAt, inState := readBridged(t, dst, doorbell, ": not converted")
 	if barrierAt < 0 || !slices.Equal(got, seq(before+after)) {
 		t.Fatalf("consumer saw %d records (barrier at %d), want %d in order", len(got), barrierAt, before+after)
 	}
@@ -284,38 +222,7 @@ func TestBridgeTimedBarrierConvertedAtReceiver(t *testing.T) {
 		}
 		w.Broadcast(Event{Kind: EndOfPartition})
 	}()
-	var got []int
-	in := NewInput(dst, Output[int](outputFunc(func(v int, _ int64) { got = append(got, v) })), nil)
-	in.SetChannelState(codec.Int(), ChannelStateHandleFor("a->b/0", 0, 1, 0, 1, false), nil, nil)
-	deadline := time.After(20 * time.Second)
-	barrierAt := -1
-	var inState ChannelData
-	for {
-		ev, isEvent, ok := in.Poll()
-		if ok && isEvent {
-			if ev.Kind == EndOfPartition {
-				break
-			}
-			if ev.Kind == Barrier {
-				if !ev.Unaligned {
-					t.Fatalf("barrier %+v arrived aligned after %d records: not converted at the receiver", ev, len(got))
-				}
-				barrierAt = len(got)
-				inState = in.TakeRecording(1)
-			}
-			continue
-		}
-		if ok && barrierAt < 0 {
-			time.Sleep(2 * time.Millisecond) // a slow consumer until the barrier
-		}
-		if !ok {
-			select {
-			case <-doorbell:
-			case <-deadline:
-				t.Fatalf("timed out after %d records (barrier at %d)", len(got), barrierAt)
-			}
-		}
-	}
+	got, barrierAt, inState := readBridged(t, dst, doorbell, ": not converted at the receiver")
 	if barrierAt < 0 || !slices.Equal(got, seq(before+after)) {
 		t.Fatalf("consumer saw %d records (barrier at %d), want %d in order", len(got), barrierAt, before+after)
 	}
@@ -336,4 +243,42 @@ func TestBridgeTimedBarrierConvertedAtReceiver(t *testing.T) {
 		t.Fatalf("input state %v\nwant the records after the barrier's place %v", state, want)
 	}
 	t.Logf("barrier after %d of %d records: input state %d records (converted at the receiver)", barrierAt, before, len(state))
+}
+
+// readBridged reads dst as a slow consumer (2 ms a batch until the
+// barrier, so that the queues stay full) up to the end of partition: the
+// records in order, where the barrier came (-1: none) and the input state
+// it closed. An aligned barrier fails t, what saying why that is wrong.
+func readBridged(t *testing.T, dst *Channel[int], doorbell chan struct{}, what string) (got []int, barrierAt int, inState ChannelData) {
+	t.Helper()
+	in := NewInput(dst, Output[int](outputFunc(func(v int, _ int64) { got = append(got, v) })), nil)
+	in.SetChannelState(codec.Int(), ChannelStateHandleFor("a->b/0", 0, 1, 0, 1, false), nil, nil)
+	deadline := time.After(20 * time.Second)
+	barrierAt = -1
+	for {
+		ev, isEvent, ok := in.Poll()
+		if ok && isEvent {
+			if ev.Kind == EndOfPartition {
+				return got, barrierAt, inState
+			}
+			if ev.Kind == Barrier {
+				if !ev.Unaligned {
+					t.Fatalf("barrier %+v arrived aligned after %d records%s", ev, len(got), what)
+				}
+				barrierAt = len(got)
+				inState = in.TakeRecording(1)
+			}
+			continue
+		}
+		if ok && barrierAt < 0 {
+			time.Sleep(2 * time.Millisecond)
+		}
+		if !ok {
+			select {
+			case <-doorbell:
+			case <-deadline:
+				t.Fatalf("timed out after %d records (barrier at %d)", len(got), barrierAt)
+			}
+		}
+	}
 }
