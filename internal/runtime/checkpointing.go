@@ -346,29 +346,78 @@ func channelStateName(uid string, subtask int) string {
 // storage (inline when the barrier has no store: tests) and returns its
 // handle.
 func writeChannelState(ctx context.Context, opts *BarrierOptions, name string, data []ChannelData) (*checkpoint.ChannelState, error) {
-	var buf []byte
 	cs := &checkpoint.ChannelState{}
-	for _, d := range data {
-		h := d.Handle()
-		h.Offset = int64(len(buf))
-		buf = d.AppendTo(buf)
-		h.Length = int64(len(buf)) - h.Offset
-		h.Records = int64(d.Len())
-		cs.Channels = append(cs.Channels, h)
-	}
 	if opts == nil || opts.Store == nil {
+		var buf []byte
+		for _, d := range data {
+			buf = appendChannel(cs, buf, 0, d)
+		}
 		cs.Inline, cs.Size, cs.CRC = buf, int64(len(buf)), storage.Checksum(buf)
 		return cs, nil
 	}
+	// One channel at a time through a buffer reused from checkpoint to
+	// checkpoint: an unaligned checkpoint of a busy job persists its full
+	// queues every interval, and a buffer grown afresh each time (by
+	// doubling) was most of what such a job allocated.
+	buf := getChannelStateBuf()
 	size, crc, err := storage.CheckpointStorage{Store: opts.Store}.WriteStateFile(ctx, opts.Dir, name, func(w io.Writer) error {
-		_, err := w.Write(buf)
-		return err
+		var off int64
+		for _, d := range data {
+			buf = appendChannel(cs, buf[:0], off, d)
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
+			off += int64(len(buf))
+		}
+		return nil
 	})
+	putChannelStateBuf(buf)
 	if err != nil {
 		return nil, fmt.Errorf("channel state: %w", err)
 	}
 	cs.Path, cs.Size, cs.CRC = name, size, crc
 	return cs, nil
+}
+
+// appendChannel appends d's encoded records to buf and their handle to cs;
+// base is the file offset of buf[0].
+func appendChannel(cs *checkpoint.ChannelState, buf []byte, base int64, d ChannelData) []byte {
+	h := d.Handle()
+	start := len(buf)
+	h.Offset = base + int64(start)
+	buf = d.AppendTo(buf)
+	h.Length = int64(len(buf) - start)
+	h.Records = int64(d.Len())
+	cs.Channels = append(cs.Channels, h)
+	return buf
+}
+
+// channelStateBufs are writeChannelState's encoding buffers between
+// checkpoints: a free list rather than a sync.Pool, which the garbage
+// collector empties, and a job that persists its queues every few
+// milliseconds collects as often. A buffer grown past maxChannelStateBuf
+// (a channel of large records) is dropped rather than kept.
+var channelStateBufs = make(chan []byte, 4)
+
+const maxChannelStateBuf = 4 << 20
+
+func getChannelStateBuf() []byte {
+	select {
+	case b := <-channelStateBufs:
+		return b
+	default:
+		return nil
+	}
+}
+
+func putChannelStateBuf(b []byte) {
+	if cap(b) == 0 || cap(b) > maxChannelStateBuf {
+		return
+	}
+	select {
+	case channelStateBufs <- b[:0]:
+	default:
+	}
 }
 
 // NotifyComplete is the mail telling a task that checkpoint id completed.
