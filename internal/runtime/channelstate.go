@@ -40,6 +40,53 @@ type channelRecorder[T any] struct {
 	ts      []int64
 	handle  checkpoint.ChannelStateHandle
 	enabled bool
+	free    *recFree[T] // where recs come from and go back; nil: none
+}
+
+// recFree is a free list of the record slices of channel state copies:
+// once the asynchronous part of a checkpoint has encoded a channel's
+// records (writeChannelState), their slice goes back here for the next
+// checkpoint's copies. A job taking unaligned checkpoints every few
+// milliseconds copies its full queues at that pace, and fresh slices were
+// a large share of what it allocated. The owner (a RecordWriter or an
+// Input) makes one; the task goroutine takes, the asynchronous goroutine
+// puts back.
+type recFree[T any] struct{ c chan []T }
+
+// maxRecFree is the capacity, in records, past which a slice is dropped
+// rather than kept; recFreeSlices is how many are kept.
+const (
+	maxRecFree    = 1 << 16
+	recFreeSlices = 8
+)
+
+func newRecFree[T any]() *recFree[T] { return &recFree[T]{c: make(chan []T, recFreeSlices)} }
+
+// get returns an empty slice with room for n records.
+func (f *recFree[T]) get(n int) []T {
+	if f != nil {
+		select {
+		case s := <-f.c:
+			if cap(s) >= n {
+				return s
+			}
+		default:
+		}
+	}
+	return make([]T, 0, n)
+}
+
+// put takes s back; its records are cleared first, so that the list keeps
+// nothing they point to alive.
+func (f *recFree[T]) put(s []T) {
+	if f == nil || cap(s) == 0 || cap(s) > maxRecFree {
+		return
+	}
+	clear(s)
+	select {
+	case f.c <- s[:0]:
+	default:
+	}
 }
 
 // ChannelData is the channel state of one channel, as the task hands it to
@@ -59,7 +106,19 @@ type channelData[T any] struct {
 	recs   []T
 	ts     []int64
 	handle checkpoint.ChannelStateHandle
+	free   *recFree[T]
 }
+
+// release gives the records' slice back to the free list it came from;
+// d holds no records afterwards.
+func (d *channelData[T]) release() {
+	d.free.put(d.recs)
+	d.recs, d.ts = nil, nil
+}
+
+// releaser is implemented by channel data whose memory can be reused once
+// it is encoded.
+type releaser interface{ release() }
 
 // Handle implements ChannelData: NoTimestamps is set when no record has
 // one (their timestamps are then not written).
@@ -113,6 +172,10 @@ func DecodeChannelRecords[T any](c codec.Codec[T], b []byte, n int64, timestamps
 
 // grow makes room for n more records.
 func (r *channelRecorder[T]) grow(n int) {
+	if r.recs == nil {
+		r.recs = r.free.get(n)
+		return
+	}
 	r.recs = slices.Grow(r.recs, n)
 }
 
@@ -124,6 +187,9 @@ func (r *channelRecorder[T]) appendCopy(recs []T, ts []int64) {
 		for i := range r.ts {
 			r.ts[i] = NoTimestamp
 		}
+	}
+	if r.recs == nil {
+		r.recs = r.free.get(len(recs))
 	}
 	r.recs = append(r.recs, recs...)
 	switch {
@@ -142,7 +208,7 @@ func (r *channelRecorder[T]) take() ChannelData {
 	if len(r.recs) == 0 {
 		return nil
 	}
-	d := &channelData[T]{codec: r.codec, recs: r.recs, ts: r.ts, handle: r.handle}
+	d := &channelData[T]{codec: r.codec, recs: r.recs, ts: r.ts, handle: r.handle, free: r.free}
 	r.recs, r.ts = nil, nil
 	return d
 }
@@ -191,7 +257,7 @@ func ChannelStateHandleFor(edge string, producer, producers, consumer, consumers
 // same length) are the input state restored for it, delivered by
 // ReplayRecovered.
 func (in *Input[T]) SetChannelState(c codec.Codec[T], h checkpoint.ChannelStateHandle, recs []T, ts []int64) {
-	in.rec = &channelRecorder[T]{codec: c, handle: h}
+	in.rec = &channelRecorder[T]{codec: c, handle: h, free: newRecFree[T]()}
 	in.recovered, in.recoveredTS = recs, ts
 }
 
@@ -252,6 +318,7 @@ func (in *Input[T]) ReplayRecovered() {
 func (w *RecordWriter[T]) SetChannelState(c codec.Codec[T], handles []checkpoint.ChannelStateHandle, recovered [][]T, recoveredTS [][]int64) {
 	w.codec, w.handles = c, handles
 	w.recovered, w.recoveredTS = recovered, recoveredTS
+	w.recFree = newRecFree[T]()
 }
 
 // drain takes every envelope queued for target i without waiting, in
@@ -279,7 +346,7 @@ func (w *RecordWriter[T]) Overtake(ev Event) []ChannelData {
 	var out []ChannelData
 	for i := range w.targets {
 		queued := w.drain(i)
-		rec := &channelRecorder[T]{codec: w.codec, handle: w.handles[i]}
+		rec := &channelRecorder[T]{codec: w.codec, handle: w.handles[i], free: w.recFree}
 		rec.grow(queuedRecords(queued) + len(w.bufs[i]))
 		e := ev
 		if w.targets[i].bridged {
@@ -343,11 +410,13 @@ func (p *pendingOutput[T]) wait(ctx context.Context) error {
 	if p.slot.err != nil {
 		return fmt.Errorf("channel state of %s: %w", p.rec.handle.Edge, p.slot.err)
 	}
-	all := &channelRecorder[T]{codec: p.rec.codec, handle: p.rec.handle}
+	all := &channelRecorder[T]{codec: p.rec.codec, handle: p.rec.handle, free: p.rec.free}
 	if recs, _ := p.slot.recs.([]T); len(recs) > 0 {
 		all.appendCopy(recs, p.slot.ts)
 	}
 	all.appendCopy(p.rec.recs, p.rec.ts)
+	p.rec.free.put(p.rec.recs)
+	p.rec.recs, p.rec.ts = nil, nil
 	p.data = all.take()
 	return nil
 }
@@ -355,6 +424,11 @@ func (p *pendingOutput[T]) wait(ctx context.Context) error {
 func (p *pendingOutput[T]) Handle() checkpoint.ChannelStateHandle { return p.data.Handle() }
 func (p *pendingOutput[T]) Len() int                              { return p.data.Len() }
 func (p *pendingOutput[T]) AppendTo(dst []byte) []byte            { return p.data.AppendTo(dst) }
+func (p *pendingOutput[T]) release() {
+	if r, ok := p.data.(releaser); ok {
+		r.release()
+	}
+}
 
 // resolveChannelData waits for the parts of data that bridged channels'
 // pumps complete and drops what turned out empty.
@@ -642,7 +716,7 @@ func (w *RecordWriter[T]) SendTimed(ev Event, deadline time.Time) *TimedBarrier 
 		if w.targets[i].bridged {
 			h := w.handles[i]
 			tb.slots[i].wrap = func(recs any, ts []int64) ChannelData {
-				r := &channelRecorder[T]{codec: w.codec, handle: h}
+				r := &channelRecorder[T]{codec: w.codec, handle: h, free: w.recFree}
 				if rs, _ := recs.([]T); len(rs) > 0 {
 					r.appendCopy(rs, ts)
 				}
@@ -737,7 +811,7 @@ func (w *RecordWriter[T]) convertUnsent(i int) {
 // sendConverted sends ev as the unaligned barrier of target i, then before
 // (the batches it overtook: their copies are i's output state) and after.
 func (w *RecordWriter[T]) sendConverted(i int, ev Event, before, after []envelope[T]) {
-	rec := &channelRecorder[T]{codec: w.codec, handle: w.handles[i]}
+	rec := &channelRecorder[T]{codec: w.codec, handle: w.handles[i], free: w.recFree}
 	rec.grow(queuedRecords(before))
 	for _, env := range before {
 		if env.recs != nil {

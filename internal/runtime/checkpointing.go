@@ -381,6 +381,8 @@ func writeChannelState(ctx context.Context, opts *BarrierOptions, name string, d
 
 // appendChannel appends d's encoded records to buf and their handle to cs;
 // base is the file offset of buf[0].
+// The records of d are not needed once encoded: their memory goes back
+// for the next checkpoint's copies.
 func appendChannel(cs *checkpoint.ChannelState, buf []byte, base int64, d ChannelData) []byte {
 	h := d.Handle()
 	start := len(buf)
@@ -389,6 +391,9 @@ func appendChannel(cs *checkpoint.ChannelState, buf []byte, base int64, d Channe
 	h.Length = int64(len(buf) - start)
 	h.Records = int64(d.Len())
 	cs.Channels = append(cs.Channels, h)
+	if r, ok := d.(releaser); ok {
+		r.release()
+	}
 	return buf
 }
 

@@ -113,6 +113,7 @@ type Writer interface {
 // RecordWriter partitions the records of one producing subtask over the
 // channels of an edge, batching per target.
 type RecordWriter[T any] struct {
+	recFree   *recFree[T] // output state copies (channelstate.go); nil until SetChannelState
 	targets   []*Channel[T]
 	bufs      [][]T
 	tss       [][]int64

@@ -14,16 +14,35 @@ import (
 type memObjects struct {
 	mu      sync.RWMutex
 	objects map[string]memObject
-	// free holds chunks of memChunkSize bytes of deleted objects that no
-	// reader had open, for writers to fill again: a checkpoint's state
-	// file then reuses the memory of the one it subsumed instead of new
-	// pages (which the kernel must fault in and zero). At most
-	// memFreeChunks.
-	free [][]byte
+	// free holds chunks of deleted objects that no reader had open, by
+	// size class (free[i] has chunks of memFirstChunkSize<<i bytes), for
+	// writers to fill again: a checkpoint's state file then reuses the
+	// memory of the one it subsumed instead of new pages (which the
+	// kernel must fault in and zero, and the garbage collector count). A
+	// job taking unaligned checkpoints every few milliseconds writes small
+	// channel state files at that pace. At most memFreeBytes in all.
+	free      [memClasses][][]byte
+	freeBytes int
 }
 
-// memFreeChunks bounds the memory that a store keeps for reuse.
-const memFreeChunks = 64
+// memFreeBytes bounds the memory that a store keeps for reuse;
+// memClasses is the number of chunk sizes, memFirstChunkSize to
+// memChunkSize by doubling.
+const (
+	memFreeBytes = 64 << 20
+	memClasses   = 9
+)
+
+// memClass returns the size class of a chunk of capacity c, or -1 for a
+// size that is not one (a single write larger than memChunkSize).
+func memClass(c int) int {
+	for i := range memClasses {
+		if c == memFirstChunkSize<<i {
+			return i
+		}
+	}
+	return -1
+}
 
 // recycle keeps the chunks of o, which was just removed from the store,
 // for reuse, unless a reader has o open. Callers hold mu for writing, so
@@ -33,26 +52,40 @@ func (m *memObjects) recycle(o memObject) {
 		return
 	}
 	for _, c := range o.chunks {
-		if len(m.free) == memFreeChunks {
-			return
+		k := memClass(cap(c))
+		if k < 0 || m.freeBytes+cap(c) > memFreeBytes {
+			continue
 		}
-		if cap(c) == memChunkSize {
-			m.free = append(m.free, c[:0])
-		}
+		m.free[k] = append(m.free[k], c[:0])
+		m.freeBytes += cap(c)
 	}
 }
 
-// chunk returns a free chunk of memChunkSize bytes, or a new one.
-func (m *memObjects) chunk() []byte {
+// chunk returns a free chunk of size bytes (a size class), or a new one.
+func (m *memObjects) chunk(size int) []byte {
+	k := memClass(size)
+	if k < 0 {
+		return make([]byte, 0, size)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if n := len(m.free); n > 0 {
-		c := m.free[n-1]
-		m.free[n-1] = nil
-		m.free = m.free[:n-1]
+	if n := len(m.free[k]); n > 0 {
+		c := m.free[k][n-1]
+		m.free[k][n-1] = nil
+		m.free[k] = m.free[k][:n-1]
+		m.freeBytes -= cap(c)
 		return c
 	}
-	return make([]byte, 0, memChunkSize)
+	return make([]byte, 0, size)
+}
+
+// freeChunks is the number of chunks kept for reuse.
+func (m *memObjects) freeChunks() int {
+	n := 0
+	for _, f := range m.free {
+		n += len(f)
+	}
+	return n
 }
 
 // memObject is the content of one object: the chunks its writer filled,
@@ -330,12 +363,7 @@ func (w *memWriter) Write(p []byte) (int, error) {
 	for len(p) > 0 {
 		last := len(w.chunks) - 1
 		if last < 0 || len(w.chunks[last]) == cap(w.chunks[last]) {
-			size := w.nextChunk(len(p))
-			if size == memChunkSize {
-				w.chunks = append(w.chunks, w.store.objs.chunk())
-			} else {
-				w.chunks = append(w.chunks, make([]byte, 0, size))
-			}
+			w.chunks = append(w.chunks, w.store.objs.chunk(w.nextChunk(len(p))))
 			last++
 		}
 		c := w.chunks[last]
@@ -348,7 +376,9 @@ func (w *memWriter) Write(p []byte) (int, error) {
 }
 
 // nextChunk returns the capacity of the next chunk, for a Write of n bytes
-// still to place.
+// still to place: a size class (see memObjects.free), twice the last
+// chunk's and at least n rounded up to one, or n itself past
+// memChunkSize.
 func (w *memWriter) nextChunk(n int) int {
 	size := memFirstChunkSize
 	if k := len(w.chunks); k > 0 {
@@ -357,7 +387,10 @@ func (w *memWriter) nextChunk(n int) int {
 	if n > memChunkSize {
 		return n // one large write: one chunk, filled at once
 	}
-	return max(size, min(n, memChunkSize))
+	for size < n {
+		size *= 2
+	}
+	return size
 }
 
 func (w *memWriter) Commit() error {

@@ -183,8 +183,8 @@ func TestMemoryChunkReuse(t *testing.T) {
 	if err := s.Delete(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if len(objs.free) != 0 {
-		t.Fatalf("%d chunks freed of an object a reader has open", len(objs.free))
+	if objs.freeChunks() != 0 {
+		t.Fatalf("%d chunks freed of an object a reader has open", objs.freeChunks())
 	}
 	put("b", 'b')
 	got, err := io.ReadAll(r)
@@ -212,13 +212,13 @@ func TestMemoryChunkReuse(t *testing.T) {
 	if err := s.Delete(ctx, "b"); err != nil {
 		t.Fatal(err)
 	}
-	if len(objs.free) == 0 {
+	if objs.freeChunks() == 0 {
 		t.Fatal("no chunk of a deleted object with no readers kept for reuse")
 	}
-	free := len(objs.free)
+	free := objs.freeChunks()
 	put("c", 'c')
-	if len(objs.free) >= free {
-		t.Errorf("%d free chunks before a write of 3 MiB, %d after: none reused", free, len(objs.free))
+	if objs.freeChunks() >= free {
+		t.Errorf("%d free chunks before a write of 3 MiB, %d after: none reused", free, objs.freeChunks())
 	}
 	r, err = s.Open(ctx, "c")
 	if err != nil {
@@ -227,5 +227,49 @@ func TestMemoryChunkReuse(t *testing.T) {
 	defer r.Close()
 	if got, err := io.ReadAll(r); err != nil || !bytes.Equal(got, bytes.Repeat([]byte{'c'}, 3*memChunkSize)) {
 		t.Errorf("an object over reused chunks reads back wrong (%d bytes, %v)", len(got), err)
+	}
+}
+
+// TestMemoryStoreReusesSmallChunks: the chunks of a small deleted object
+// (a checkpoint's channel state file, tens of KiB) are reused by the next
+// object of that size, not only those of memChunkSize.
+func TestMemoryStoreReusesSmallChunks(t *testing.T) {
+	ctx := t.Context()
+	s := NewMemoryStore()
+	objs := s.(*memStore).objs
+	put := func(name string) {
+		t.Helper()
+		w, err := s.Create(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 4 {
+			if _, err := w.Write(bytes.Repeat([]byte(name), 40<<10)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("a")
+	if err := s.Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	free := objs.freeChunks()
+	if free == 0 {
+		t.Fatal("no chunk of a deleted 160 KiB object kept for reuse")
+	}
+	put("b")
+	if n := objs.freeChunks(); n != 0 {
+		t.Errorf("%d free chunks before an object of the same size, %d after: want all reused", free, n)
+	}
+	r, err := s.Open(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got, err := io.ReadAll(r); err != nil || !bytes.Equal(got, bytes.Repeat([]byte("b"), 160<<10)) {
+		t.Errorf("an object over reused small chunks reads back wrong (%d bytes, %v)", len(got), err)
 	}
 }
