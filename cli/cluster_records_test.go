@@ -344,3 +344,102 @@ func seriesValue(f *dto.MetricFamily, want map[string]string) (float64, bool) {
 	}
 	return 0, false
 }
+
+// TestClusterWatermarksWhileRunning: the Nexmark job's q5 over a stream
+// long enough to be running when read, on two TaskManagers that report
+// every 50 ms: the keyed vertex's subtasks' input watermarks in GET
+// .../watermarks are event times (neither NoWatermark nor the end of
+// input) and advance from one read to a later one, and the TaskManager
+// running subtask 0 exports an input watermark no older than the one
+// REST showed before (the TaskManager's is the fresher figure).
+func TestClusterWatermarksWhileRunning(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real weir processes")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	jm, rpc, url := startJobManager(t)
+	c := &testCluster{t: t, jm: jm, rpc: rpc, url: url}
+	metricsAddr := map[string]string{}
+	for range 2 {
+		addr := freeAddr(t)
+		i := c.addTaskManager(nil, "--slots", "1", "--metrics-address", addr, "--metrics-report-interval", "50ms")
+		metricsAddr[c.tmIDs[i]] = addr
+	}
+	c.waitRegistered(2)
+	stdout, stderr, code := runWeir(t, "run", "nexmark", "--query", "q5", "--events", "1000000000", "--parallelism", "2",
+		"--checkpoint-dir", filepath.Join(dir, "ck"), "--jobmanager", rpc, "--detached")
+	id := strings.TrimSpace(stdout)
+	if code != 0 || id == "" {
+		t.Fatalf("weir run --detached: exit %d, stdout %q\nstderr %s", code, stdout, stderr)
+	}
+	// inputWatermarks are the keyed vertex's (1) subtasks' input
+	// watermarks in REST, while the job runs.
+	inputWatermarks := func() (rest.JobStatus, []int64) {
+		var job rest.JobDetailsInfo
+		getJSON(t, url+"/jobs/"+id, &job)
+		var wms []rest.Metric
+		getJSON(t, url+"/jobs/"+id+"/vertices/1/watermarks", &wms)
+		var in []int64
+		for _, m := range wms {
+			if strings.HasSuffix(m.ID, ".currentInputWatermark") {
+				v, err := strconv.ParseInt(m.Value, 10, 64)
+				if err != nil {
+					t.Fatalf("watermark %+v: %v", m, err)
+				}
+				in = append(in, v)
+			}
+		}
+		return job.State, in
+	}
+	wait := func(what string, cond func([]int64) bool) []int64 {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			st, in := inputWatermarks()
+			if st == rest.JobRunning && len(in) == 2 && cond(in) {
+				return in
+			}
+			if st.Terminal() || time.Now().After(deadline) {
+				t.Fatalf("%s: job %s, input watermarks %v\n%s", what, st, in, c.logs())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	eventTime := func(wm int64) bool { return wm != rest.NoWatermark && wm != math.MaxInt64 }
+	first := wait("event-time watermarks while running", func(in []int64) bool { return eventTime(in[0]) && eventTime(in[1]) })
+	later := wait("later watermarks", func(in []int64) bool {
+		return eventTime(in[0]) && eventTime(in[1]) && in[0] > first[0] && in[1] > first[1]
+	})
+	var detail rest.JobVertexDetailsInfo
+	getJSON(t, url+"/jobs/"+id+"/vertices/1", &detail)
+	tm := detail.Subtasks[0].TaskManagerID
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(httpGet(t, "http://"+metricsAddr[tm]+"/metrics")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, m := range fams["weir_taskmanager_job_task_currentInputWatermark"].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["job_id"] == id && labels["task_id"] == "1" && labels["subtask_index"] == "0" && labels["tm_id"] == tm {
+			found = true
+			if v := m.GetGauge().GetValue(); v < float64(later[0]) || v == math.MaxInt64 {
+				t.Errorf("TaskManager %s: subtask 1-0's input watermark %v, older than the %d REST showed before", tm, v, later[0])
+			}
+		}
+	}
+	if !found {
+		t.Errorf("TaskManager %s exports no input watermark of subtask 1-0", tm)
+	}
+	t.Logf("input watermarks %v, then %v", first, later)
+	if err := c.client("").Cancel(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	if st := waitJob(t, c.client(""), id, time.Minute, func(s cluster.JobStatus) bool { return s.Terminal() }); st.State != "CANCELED" {
+		t.Errorf("job ended %+v", st)
+	}
+}
