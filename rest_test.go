@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -518,7 +519,7 @@ func TestPrometheusMetricsOfARealJob(t *testing.T) {
 }
 
 // TestPrometheusWatermarks: a job with event time reports its watermarks
-// and their lag.
+// and their lag, on /metrics and in REST (GET .../watermarks, as Flink's).
 func TestPrometheusWatermarks(t *testing.T) {
 	t.Parallel()
 	env := weir.NewEnvironment(weir.Options{Parallelism: 1, JobID: "wm"})
@@ -548,6 +549,20 @@ func TestPrometheusWatermarks(t *testing.T) {
 		wm, ok := sample(fams, "weir_taskmanager_job_task_currentInputWatermark", sum)
 		lag, lok := sample(fams, "weir_taskmanager_job_task_watermarkLag", sum)
 		return ok && lok && wm >= float64(start) && lag > -60000 && lag < 60000
+	})
+	var vid string
+	for _, v := range getJSON[rest.JobDetailsInfo](t, base+"/jobs/wm").Vertices {
+		if v.Name == "sum -> out" {
+			vid = v.ID
+		}
+	}
+	eventually(t, "the count's input watermark in REST", func() bool {
+		wms := getJSON[[]rest.Metric](t, base+"/jobs/wm/vertices/"+vid+"/watermarks")
+		if len(wms) != 2 || wms[0].ID != "0.currentInputWatermark" || wms[1].ID != "0.currentOutputWatermark" {
+			t.Fatalf("GET /jobs/wm/vertices/%s/watermarks = %+v, want subtask 0's input and output watermarks", vid, wms)
+		}
+		in, err := strconv.ParseInt(wms[0].Value, 10, 64)
+		return err == nil && in >= start && in < time.Now().Add(time.Minute).UnixMilli()
 	})
 }
 

@@ -178,6 +178,9 @@ func (e *typedEdge[T]) createChannels(bc *buildCtx) {
 					return
 				}
 				e.wchans[c][p] = w
+				// The producer's bytes out are those its network channels
+				// sent (Flink's numBytesOut).
+				runtime.MetricsOf(bc.task(e.from, p)).AddNetworkBytes(nil, &w.NetworkMetrics().BytesOut)
 			case cHere:
 				// The producer is on another worker: the input reads what
 				// arrives from its node.
@@ -188,6 +191,7 @@ func (e *typedEdge[T]) createChannels(bc *buildCtx) {
 					bc.fail(fmt.Errorf("edge %s: %w", e.describe(), err))
 					return
 				}
+				runtime.MetricsOf(bc.task(e.to.target(), c)).AddNetworkBytes(&e.chans[c][p].NetworkMetrics().BytesIn, nil)
 			}
 		}
 	}

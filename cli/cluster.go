@@ -329,10 +329,20 @@ func advertised(addr string) string {
 	return addr
 }
 
-// serveTaskManagerMetrics serves /metrics for a TaskManager: its agent's
-// figures, its data plane's channels, the Go runtime and the process.
+// serveTaskManagerMetrics serves /metrics for a TaskManager: the task and
+// operator metrics of the subtasks running on it (promexport's, with
+// tm_id its resource id), its agent's figures, its data plane's channels,
+// the Go runtime and the process.
 func serveTaskManagerMetrics(addr string, tm *cluster.TaskManager, node *network.Node) (stop func(), url string, err error) {
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(promexport.Collector(func() []promexport.Job {
+		jobs := tm.Jobs()
+		out := make([]promexport.Job, len(jobs))
+		for i, j := range jobs {
+			out[i] = j
+		}
+		return out
+	}, nil))
 	labels := prometheus.Labels{"tm_id": tm.ResourceID()}
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, f)
@@ -371,6 +381,9 @@ func serveTaskManagerMetrics(addr string, tm *cluster.TaskManager, node *network
 		<-done
 	}, "http://" + ln.Addr().String() + "/metrics", nil
 }
+
+// A TaskManager's jobs export their tasks' metrics only, under its id.
+var _ promexport.TaskManagerJob = cluster.TaskManagerJob{}
 
 // jobManagerMetrics serves the JobManager's Prometheus /metrics on its REST
 // address, as Flink's JobManager reports them: each job's checkpoint

@@ -28,10 +28,13 @@
 // refuses another graph fingerprint, checks that it shares the checkpoint
 // storage, and runs its part with deploy.NewLocalWorker.
 //
-// Figures: the executor sends its subtasks' record counts and times up the
-// task stream every TaskManagerOptions.MetricsInterval and once more
-// before each AttemptEnded; the JobManager keeps them in the job's Figures
-// (the latest attempt placed) for the REST vertices and subtasks.
+// Figures: the executor sends its subtasks' record counts and times,
+// watermarks and network bytes up the task stream every
+// TaskManagerOptions.MetricsInterval and once more before each
+// AttemptEnded; the JobManager keeps them in the job's Figures (the latest
+// attempt placed) for the REST vertices, subtasks and watermarks. The same
+// tasks' figures are the TaskManager's own to export
+// (TaskManager.Jobs, for its /metrics).
 //
 // Reactive mode (JobManagerOptions.SchedulerMode SchedulerReactive,
 // Flink's scheduler-mode: reactive): the Reactive core chooses each

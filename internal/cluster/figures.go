@@ -3,9 +3,12 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/weirstream/weir/internal/metrics"
 )
 
 // ErrBadFigures marks a TaskManager's report of subtask figures that
@@ -25,7 +28,22 @@ type SubtaskFigures struct {
 	// OperatorRecordsIn and OperatorRecordsOut are indexed alike.
 	Operators                             []string
 	OperatorRecordsIn, OperatorRecordsOut []int64
+	// InputWatermark is the watermark of the subtask's inputs (for a
+	// source, the one its reader generated), OutputWatermark the last it
+	// sent downstream, in epoch milliseconds: metrics.MinWatermark before
+	// the first, the largest int64 at the end of input. Each only rises
+	// within an attempt: the runtime stores one only when it advances
+	// (watermark.Output.Advanced).
+	InputWatermark, OutputWatermark int64
+	// BytesIn and BytesOut are the payload bytes the subtask's network
+	// channels to and from other TaskManagers received and sent; a channel
+	// to a subtask on the same TaskManager moves Go values and no bytes.
+	BytesIn, BytesOut int64
 }
+
+// noFigures are the figures of a subtask that has not reported: every
+// counter 0, no watermark.
+var noFigures = SubtaskFigures{InputWatermark: metrics.MinWatermark, OutputWatermark: metrics.MinWatermark}
 
 // Figures is the JobManager's store of one job's subtask figures, as the
 // TaskManagers report them on their task streams (Flink's MetricStore,
@@ -43,9 +61,9 @@ type SubtaskFigures struct {
 // subtasks whose TaskManager sent them before the attempt ended: they
 // never go backwards within the attempt shown. A report of another
 // attempt, of a task that is not a subtask of the attempt's plan, or
-// whose counters are negative or lower than those held is refused (a
-// TaskManager sends each subtask's figures in order, so only a bug or a
-// stale message can be lower).
+// whose counters are negative, or whose counters or watermarks are lower
+// than those held, is refused (a TaskManager sends each subtask's figures
+// in order, so only a bug or a stale message can be lower).
 type Figures struct {
 	placed      bool
 	attempt     int
@@ -101,10 +119,13 @@ func (f *Figures) Report(attempt int, task string, s SubtaskFigures) error {
 	return nil
 }
 
-// Subtask returns the figures held for subtask sub of vertex v (zero
-// when it has not reported in the attempt held).
+// Subtask returns the figures held for subtask sub of vertex v (counters
+// 0 and no watermark when it has not reported in the attempt held).
 func (f *Figures) Subtask(v, sub int) SubtaskFigures {
-	return f.subtasks[strconv.Itoa(v)+"-"+strconv.Itoa(sub)]
+	if s, ok := f.subtasks[strconv.Itoa(v)+"-"+strconv.Itoa(sub)]; ok {
+		return s
+	}
+	return noFigures
 }
 
 // parseTask splits a task id "<vertex>-<subtask>".
@@ -128,6 +149,9 @@ func (s SubtaskFigures) check() error {
 		return fmt.Errorf("negative counters (records in %d, out %d, backpressured %v, idle %v, busy %v)",
 			s.RecordsIn, s.RecordsOut, s.BackPressured, s.Idle, s.Busy)
 	}
+	if s.BytesIn < 0 || s.BytesOut < 0 {
+		return fmt.Errorf("negative bytes (in %d, out %d)", s.BytesIn, s.BytesOut)
+	}
 	if !(s.BackPressuredRatio >= 0 && s.BackPressuredRatio <= 1) { // also NaN
 		return fmt.Errorf("backpressured ratio %v is not in [0, 1]", s.BackPressuredRatio)
 	}
@@ -142,10 +166,30 @@ func (s SubtaskFigures) check() error {
 	return nil
 }
 
-// notBelow refuses figures of one attempt whose counters went backwards.
+// notBelow refuses figures of one attempt whose counters or watermarks
+// went backwards.
 func (s SubtaskFigures) notBelow(old SubtaskFigures) error {
-	if s.RecordsIn < old.RecordsIn || s.RecordsOut < old.RecordsOut {
+	switch {
+	case s.RecordsIn < old.RecordsIn || s.RecordsOut < old.RecordsOut:
 		return fmt.Errorf("records went backwards (in %d after %d, out %d after %d)", s.RecordsIn, old.RecordsIn, s.RecordsOut, old.RecordsOut)
+	case s.BytesIn < old.BytesIn || s.BytesOut < old.BytesOut:
+		return fmt.Errorf("bytes went backwards (in %d after %d, out %d after %d)", s.BytesIn, old.BytesIn, s.BytesOut, old.BytesOut)
+	case s.InputWatermark < old.InputWatermark:
+		return fmt.Errorf("the input watermark went backwards (%s after %s)", watermarkString(s.InputWatermark), watermarkString(old.InputWatermark))
+	case s.OutputWatermark < old.OutputWatermark:
+		return fmt.Errorf("the output watermark went backwards (%s after %s)", watermarkString(s.OutputWatermark), watermarkString(old.OutputWatermark))
 	}
 	return nil
+}
+
+// watermarkString is a watermark in a message: "none" before the first,
+// "end" at the end of input, else its milliseconds.
+func watermarkString(wm int64) string {
+	switch wm {
+	case metrics.MinWatermark:
+		return "none"
+	case math.MaxInt64:
+		return "end"
+	}
+	return strconv.FormatInt(wm, 10)
 }

@@ -4,12 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
+
+	"github.com/weirstream/weir/internal/metrics"
 )
 
 // TestFigures runs the scripts under testdata/figures: the JobManager's
@@ -17,12 +20,15 @@ import (
 //
 //	placed attempt=N vertices=V:P,...   attempt N placed, vertex V with P subtasks
 //	report attempt=N task=T in=I out=O [ops=a:i:o,...] [ratio=R]
-//	                                    a TaskManager's figures of task T
+//	       [wm=IN:OUT] [bytes=IN:OUT]
+//	                                    a TaskManager's figures of task T;
+//	                                    watermarks are milliseconds, "none"
+//	                                    (the default) or "end"
 //
 // report prints "ok", "stale: <error>" or "bad: <error>" (an error
 // wrapping ErrBadFigures). Every command then prints the attempt held and
 // each subtask's records in and out (and its operators', when it has
-// some).
+// some; its watermarks and bytes, when it has any).
 func TestFigures(t *testing.T) {
 	datadriven.Walk(t, "testdata/figures", func(t *testing.T, path string) {
 		var f Figures
@@ -47,7 +53,19 @@ func TestFigures(t *testing.T) {
 				td.ScanArgs(t, "task", &task)
 				td.ScanArgs(t, "in", &in)
 				td.ScanArgs(t, "out", &out)
-				s := SubtaskFigures{RecordsIn: in, RecordsOut: out}
+				s := SubtaskFigures{RecordsIn: in, RecordsOut: out, InputWatermark: metrics.MinWatermark, OutputWatermark: metrics.MinWatermark}
+				if td.HasArg("wm") {
+					var wm string
+					td.ScanArgs(t, "wm", &wm)
+					i, o, _ := strings.Cut(wm, ":")
+					s.InputWatermark, s.OutputWatermark = parseWatermark(t, i), parseWatermark(t, o)
+				}
+				if td.HasArg("bytes") {
+					var bs string
+					td.ScanArgs(t, "bytes", &bs)
+					i, o, _ := strings.Cut(bs, ":")
+					s.BytesIn, s.BytesOut = int64(atoi(t, i)), int64(atoi(t, o))
+				}
 				if td.HasArg("ops") {
 					var ops string
 					td.ScanArgs(t, "ops", &ops)
@@ -94,12 +112,35 @@ func TestFigures(t *testing.T) {
 					for i, op := range fs.Operators {
 						fmt.Fprintf(&b, " %s:%d:%d", op, fs.OperatorRecordsIn[i], fs.OperatorRecordsOut[i])
 					}
+					if fs.InputWatermark != metrics.MinWatermark || fs.OutputWatermark != metrics.MinWatermark {
+						fmt.Fprintf(&b, " wm=%s:%s", watermarkString(fs.InputWatermark), watermarkString(fs.OutputWatermark))
+					}
+					if fs.BytesIn != 0 || fs.BytesOut != 0 {
+						fmt.Fprintf(&b, " bytes=%d:%d", fs.BytesIn, fs.BytesOut)
+					}
 					b.WriteString("\n")
 				}
 			}
 			return b.String()
 		})
 	})
+}
+
+// parseWatermark reads a script's watermark: "none", "end" or
+// milliseconds.
+func parseWatermark(t *testing.T, s string) int64 {
+	t.Helper()
+	switch s {
+	case "none":
+		return metrics.MinWatermark
+	case "end":
+		return math.MaxInt64
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func atoi(t *testing.T, s string) int {

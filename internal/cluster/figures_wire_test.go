@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/weirstream/weir/internal/cluster/pb"
 	"github.com/weirstream/weir/internal/deploy"
@@ -152,11 +155,12 @@ func TestTaskStreamFigures(t *testing.T) {
 }
 
 // A vertex's figures in REST are its subtasks' summed (the highest
-// backpressured ratio), each operator's too; a subtask that has not
-// reported counts 0 and lacks operators.
+// backpressured ratio), each operator's and the bytes too; a subtask that
+// has not reported counts 0 and lacks operators. Bytes are counted on a
+// cluster: read-bytes-complete.
 func TestVertexFigures(t *testing.T) {
 	src := func(out int64, ratio float64) SubtaskFigures {
-		return SubtaskFigures{RecordsOut: out, Busy: time.Duration(out) * time.Millisecond, BackPressuredRatio: ratio,
+		return SubtaskFigures{RecordsOut: out, BytesOut: 10 * out, Busy: time.Duration(out) * time.Millisecond, BackPressuredRatio: ratio,
 			Operators: []string{"src", "map"}, OperatorRecordsIn: []int64{0, out}, OperatorRecordsOut: []int64{out, out}}
 	}
 	for _, tc := range []struct {
@@ -166,15 +170,15 @@ func TestVertexFigures(t *testing.T) {
 		wantRatio float64
 		wantOps   []rest.OperatorRecords
 	}{
-		{"none reported", []SubtaskFigures{{}, {}}, rest.IOMetrics{BytesUnknown: true}, 0, nil},
-		{"one of two reported", []SubtaskFigures{{}, src(5, 0.5)},
-			rest.IOMetrics{WriteRecords: 5, BusyTime: 5 * time.Millisecond, BytesUnknown: true}, 0.5,
+		{"none reported", []SubtaskFigures{noFigures, noFigures}, rest.IOMetrics{}, 0, nil},
+		{"one of two reported", []SubtaskFigures{noFigures, src(5, 0.5)},
+			rest.IOMetrics{WriteRecords: 5, WriteBytes: 50, BusyTime: 5 * time.Millisecond}, 0.5,
 			[]rest.OperatorRecords{{Name: "src", WriteRecords: 5}, {Name: "map", ReadRecords: 5, WriteRecords: 5}}},
 		{"both", []SubtaskFigures{src(2, 0.1), src(5, 0.5)},
-			rest.IOMetrics{WriteRecords: 7, BusyTime: 7 * time.Millisecond, BytesUnknown: true}, 0.5,
+			rest.IOMetrics{WriteRecords: 7, WriteBytes: 70, BusyTime: 7 * time.Millisecond}, 0.5,
 			[]rest.OperatorRecords{{Name: "src", WriteRecords: 7}, {Name: "map", ReadRecords: 7, WriteRecords: 7}}},
-		{"sinks", []SubtaskFigures{{RecordsIn: 3, Idle: time.Second, BackPressured: time.Millisecond}, {RecordsIn: 4}},
-			rest.IOMetrics{ReadRecords: 7, IdleTime: time.Second, BackPressuredTime: time.Millisecond, BytesUnknown: true}, 0, nil},
+		{"sinks", []SubtaskFigures{{RecordsIn: 3, BytesIn: 30, Idle: time.Second, BackPressured: time.Millisecond}, {RecordsIn: 4, BytesIn: 1}},
+			rest.IOMetrics{ReadRecords: 7, ReadBytes: 31, IdleTime: time.Second, BackPressuredTime: time.Millisecond}, 0, nil},
 	} {
 		got, ratio, ops := vertexFigures(tc.subtasks)
 		if got != tc.want || ratio != tc.wantRatio || !equalOps(ops, tc.wantOps) {
@@ -195,19 +199,42 @@ func equalOps(a, b []rest.OperatorRecords) bool {
 	return true
 }
 
-// A task's figures cross the wire and come back the same.
+// A task's figures cross the wire (encoded and decoded) and come back
+// the same: records, watermarks (none, an instant, the end of input) and
+// the bytes of its network channels, summed.
 func TestSubtaskMetricsWire(t *testing.T) {
 	tk := metrics.NewTask("3-1", "3", "src -> map", 1, 2, []string{"src", "map"})
 	c := tk.NewCounter(0, []int{1})
+	var out1, out2, in1 atomic.Int64
+	tk.AddNetworkBytes(nil, &out1)
+	tk.AddNetworkBytes(&in1, &out2)
 	tk.RecordsOut.Add(9)
 	c.N = 9
 	tk.Publish()
-	snap := tk.Snapshot(time.Now())
-	m := subtaskMetricsToWire(tk.ID, tk.Operators, snap)
-	got := subtaskFiguresFromWire(m)
-	if m.Task != "3-1" || got.RecordsOut != 9 || got.RecordsIn != 0 || !equalStrings(got.Operators, []string{"src", "map"}) ||
-		got.OperatorRecordsIn[1] != 9 || got.OperatorRecordsOut[0] != 9 || got.OperatorRecordsOut[1] != 0 {
-		t.Errorf("round trip: %+v from %+v", got, snap)
+	out1.Store(100)
+	out2.Store(23)
+	in1.Store(7)
+	for _, wm := range [][2]int64{{metrics.MinWatermark, metrics.MinWatermark}, {1_700_000_000_000, 1_699_999_996_000}, {math.MaxInt64, math.MaxInt64}} {
+		tk.InputWatermark.Store(wm[0])
+		tk.OutputWatermark.Store(wm[1])
+		snap := tk.Snapshot(time.Now())
+		b, err := proto.Marshal(subtaskMetricsToWire(tk.ID, tk.Operators, snap))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m pb.SubtaskMetrics
+		if err := proto.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		got := subtaskFiguresFromWire(&m)
+		if m.Task != "3-1" || got.RecordsOut != 9 || got.RecordsIn != 0 || !equalStrings(got.Operators, []string{"src", "map"}) ||
+			got.OperatorRecordsIn[1] != 9 || got.OperatorRecordsOut[0] != 9 || got.OperatorRecordsOut[1] != 0 {
+			t.Errorf("round trip: %+v from %+v", got, snap)
+		}
+		if got.InputWatermark != wm[0] || got.OutputWatermark != wm[1] || got.BytesIn != 7 || got.BytesOut != 123 {
+			t.Errorf("round trip: watermarks %d and %d, bytes in %d and out %d; want %d, %d, 7 and 123",
+				got.InputWatermark, got.OutputWatermark, got.BytesIn, got.BytesOut, wm[0], wm[1])
+		}
 	}
 }
 

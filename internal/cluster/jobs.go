@@ -500,31 +500,35 @@ func (r *jobRun) Vertices() []rest.VertexInfo {
 			w := p.Worker(v.ID, s)
 			out[i].Subtasks[s] = rest.SubtaskInfo{Status: subtaskStatus(ts, reported[fmt.Sprintf("%d-%d", v.ID, s)]),
 				Attempt: attempt, TaskManager: w, Endpoint: p.Workers[w],
-				StartTime: deployedAt, EndTime: end, Metrics: ioMetrics(figures[i][s])}
+				StartTime: deployedAt, EndTime: end, Metrics: ioMetrics(figures[i][s]),
+				Watermarks: true, InputWatermark: figures[i][s].InputWatermark, OutputWatermark: figures[i][s].OutputWatermark}
 		}
 		out[i].Metrics, out[i].BackPressuredRatio, out[i].Operators = vertexFigures(figures[i])
 	}
 	return out
 }
 
-// ioMetrics are a subtask's figures as REST reports them. Bytes are not
-// counted per task (the data plane counts them per channel, on the
-// TaskManagers' /metrics).
+// ioMetrics are a subtask's figures as REST reports them. Its bytes are
+// those of its channels to and from other TaskManagers: complete, since a
+// channel within one TaskManager has none to count.
 func ioMetrics(f SubtaskFigures) rest.IOMetrics {
 	return rest.IOMetrics{ReadRecords: f.RecordsIn, WriteRecords: f.RecordsOut,
-		BackPressuredTime: f.BackPressured, IdleTime: f.Idle, BusyTime: f.Busy, BytesUnknown: true}
+		ReadBytes: f.BytesIn, WriteBytes: f.BytesOut,
+		BackPressuredTime: f.BackPressured, IdleTime: f.Idle, BusyTime: f.Busy}
 }
 
 // vertexFigures sums a vertex's subtask figures: the counters and times,
 // each chained operator's records (nil when no subtask reported its
 // operators), and the highest backpressured ratio, as local mode does.
 func vertexFigures(subtasks []SubtaskFigures) (rest.IOMetrics, float64, []rest.OperatorRecords) {
-	sum := rest.IOMetrics{BytesUnknown: true}
+	var sum rest.IOMetrics
 	ratio := 0.0
 	var ops []rest.OperatorRecords
 	for _, f := range subtasks {
 		sum.ReadRecords += f.RecordsIn
 		sum.WriteRecords += f.RecordsOut
+		sum.ReadBytes += f.BytesIn
+		sum.WriteBytes += f.BytesOut
 		sum.BackPressuredTime += f.BackPressured
 		sum.IdleTime += f.Idle
 		sum.BusyTime += f.Busy

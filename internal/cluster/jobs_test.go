@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -186,12 +187,12 @@ func TestClusterJobRunsToTheEnd(t *testing.T) {
 	})
 	// One slot each: the job needs both, and its keyed exchange crosses
 	// the data plane.
-	startTaskManager(t, TaskManagerOptions{JobManager: jm.Addr(), ResourceID: "tm1", Slots: 1, MetricsInterval: 20 * time.Millisecond})
+	tm1, _ := startTaskManager(t, TaskManagerOptions{JobManager: jm.Addr(), ResourceID: "tm1", Slots: 1, MetricsInterval: 20 * time.Millisecond})
 	eventually(t, "the job waits for the second slot", func() bool {
 		st, err := cl.Status(context.Background(), id)
 		return err == nil && st.State == "CREATED" && st.Note == "waiting for 2 slots, 1 registered"
 	})
-	startTaskManager(t, TaskManagerOptions{JobManager: jm.Addr(), ResourceID: "tm2", Slots: 1, MetricsInterval: 20 * time.Millisecond})
+	tm2, _ := startTaskManager(t, TaskManagerOptions{JobManager: jm.Addr(), ResourceID: "tm2", Slots: 1, MetricsInterval: 20 * time.Millisecond})
 	eventually(t, "the job holds both slots", func() bool {
 		ms := members(jm)
 		return ms["tm1"].FreeSlots == 0 && ms["tm2"].FreeSlots == 0
@@ -289,6 +290,54 @@ func TestClusterJobRunsToTheEnd(t *testing.T) {
 	}
 	if ops := vs[1].Operators; len(ops) != 2 || ops[0].Name != "count" || ops[0].ReadRecords != 2000 || ops[1].ReadRecords != ops[0].WriteRecords {
 		t.Errorf("keyed vertex operators: %+v", ops)
+	}
+	// The keyed exchange's channels between tm1 and tm2 crossed the data
+	// plane: the bytes the subtasks wrote, they read, above 0 (those
+	// within one TaskManager count none). Every subtask ended at the end
+	// of input's watermark.
+	var read, written int64
+	for _, v := range vs {
+		for s, st := range v.Subtasks {
+			read += st.Metrics.ReadBytes
+			written += st.Metrics.WriteBytes
+			if !st.Watermarks || st.InputWatermark != math.MaxInt64 || st.OutputWatermark != math.MaxInt64 {
+				t.Errorf("vertex %s subtask %d: watermarks %+v, want the end of input", v.ID, s, st)
+			}
+		}
+	}
+	if read != written || read == 0 || vs[0].Metrics.WriteBytes == 0 || vs[1].Metrics.ReadBytes == 0 {
+		t.Errorf("the subtasks wrote %d bytes and read %d (the source vertex wrote %d, the keyed one read %d): want all the same, above 0",
+			written, read, vs[0].Metrics.WriteBytes, vs[1].Metrics.ReadBytes)
+	}
+	// Each TaskManager holds its subtasks' figures, for its /metrics: those
+	// the JobManager reports.
+	for _, tm := range []*TaskManager{tm1, tm2} {
+		jobs := tm.Jobs()
+		if len(jobs) != 1 || jobs[0].ID() != id || jobs[0].Name() != "counts" || jobs[0].TaskManagerID() != tm.ResourceID() {
+			t.Fatalf("%s: jobs %+v, want job %s", tm.ResourceID(), jobs, id)
+		}
+		attempt, tasks := jobs[0].Metrics().Tasks()
+		placed := 0
+		for _, v := range vs {
+			for _, st := range v.Subtasks {
+				if st.TaskManager == tm.ResourceID() {
+					placed++
+				}
+			}
+		}
+		if len(tasks) != placed {
+			t.Errorf("%s holds %d tasks, runs %d subtasks", tm.ResourceID(), len(tasks), placed)
+		}
+		for _, task := range tasks {
+			var vid int
+			fmt.Sscan(task.Vertex, &vid)
+			st := vs[vid].Subtasks[task.Subtask]
+			s := task.Snapshot(time.Now())
+			if st.TaskManager != tm.ResourceID() || st.Attempt != attempt || s.RecordsIn != st.Metrics.ReadRecords || s.RecordsOut != st.Metrics.WriteRecords ||
+				s.BytesIn != st.Metrics.ReadBytes || s.BytesOut != st.Metrics.WriteBytes || s.InputWatermark != st.InputWatermark || s.OutputWatermark != st.OutputWatermark {
+				t.Errorf("%s task %s of attempt %d: %+v; the JobManager has %+v", tm.ResourceID(), task.ID, attempt, s, st)
+			}
+		}
 	}
 	list, err := cl.List(context.Background())
 	if err != nil || len(list) != 1 || list[0].ID != id || list[0].LastCheckpoint == 0 {

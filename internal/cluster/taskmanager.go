@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,8 @@ import (
 
 	"github.com/weirstream/weir/internal/cluster/pb"
 	"github.com/weirstream/weir/internal/deploy"
+	"github.com/weirstream/weir/internal/jobmaster"
+	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/network"
 	"github.com/weirstream/weir/internal/storage"
 )
@@ -214,6 +217,76 @@ func (tm *TaskManager) RunningJobs() []string {
 		}
 	}
 	slices.Sort(out)
+	return out
+}
+
+// TaskManagerJob is the part of one job on this TaskManager, as its
+// /metrics exports it (a promexport.TaskManagerJob): the tasks of the
+// attempt deployed here last, running or ended. It has no checkpoint
+// statistics: those are the JobManager's.
+type TaskManagerJob struct {
+	id, name, tm string
+	metrics      *metrics.Job
+}
+
+// ID is the job's id.
+func (j TaskManagerJob) ID() string { return j.id }
+
+// Name is the job's name, as it was submitted.
+func (j TaskManagerJob) Name() string { return j.name }
+
+// TaskManagerID is this TaskManager's resource id.
+func (j TaskManagerJob) TaskManagerID() string { return j.tm }
+
+// Checkpoints returns none: the JobManager holds them.
+func (j TaskManagerJob) Checkpoints() (jobmaster.Summary, []jobmaster.CheckpointStats) {
+	return jobmaster.Summary{}, nil
+}
+
+// Metrics are the figures of the job's tasks here, of the attempt
+// deployed last.
+func (j TaskManagerJob) Metrics() *metrics.Job { return j.metrics }
+
+// Jobs returns the jobs with tasks on this TaskManager, by id: for each,
+// the tasks of the attempt deployed here last, running or ended, until
+// the next attempt is deployed or the JobManager is lost (then the task
+// stream's jobs are forgotten). Safe to call from any goroutine.
+func (tm *TaskManager) Jobs() []TaskManagerJob {
+	tm.mu.Lock()
+	ex := tm.exec
+	tm.mu.Unlock()
+	if ex == nil {
+		return nil
+	}
+	type deployed struct {
+		j       *tmJob
+		attempt int64
+	}
+	// The workers are asked outside ex.mu: they report to the executor
+	// (upListener) while holding their own locks.
+	ex.mu.Lock()
+	var ds []deployed
+	for _, j := range ex.jobs {
+		if j.attempt >= 0 {
+			ds = append(ds, deployed{j, j.attempt})
+		}
+	}
+	ex.mu.Unlock()
+	var out []TaskManagerJob
+	for _, d := range ds {
+		mw, ok := d.j.worker.(deploy.MetricsWorker)
+		if !ok {
+			continue
+		}
+		tasks := mw.TaskMetrics(int(d.attempt))
+		if len(tasks) == 0 {
+			continue
+		}
+		m := metrics.NewJob(d.j.id, d.j.name)
+		m.SetTasks(int(d.attempt), tasks)
+		out = append(out, TaskManagerJob{id: d.j.id, name: d.j.name, tm: tm.opts.ResourceID, metrics: m})
+	}
+	slices.SortFunc(out, func(a, b TaskManagerJob) int { return strings.Compare(a.id, b.id) })
 	return out
 }
 

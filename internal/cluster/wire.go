@@ -132,7 +132,9 @@ func subtaskMetricsToWire(task string, operators []string, s metrics.TaskSnapsho
 	return &pb.SubtaskMetrics{Task: task, RecordsIn: s.RecordsIn, RecordsOut: s.RecordsOut,
 		BackPressuredNs: int64(s.BackPressured), IdleNs: int64(s.Idle), BusyNs: int64(s.Busy),
 		BackPressuredRatio: s.BackPressuredRatio, Operators: operators,
-		OperatorRecordsIn: s.OperatorRecordsIn, OperatorRecordsOut: s.OperatorRecordsOut}
+		OperatorRecordsIn: s.OperatorRecordsIn, OperatorRecordsOut: s.OperatorRecordsOut,
+		InputWatermark: s.InputWatermark, OutputWatermark: s.OutputWatermark,
+		BytesIn: s.BytesIn, BytesOut: s.BytesOut}
 }
 
 // subtaskFiguresFromWire is the JobManager's form of a subtask's figures.
@@ -140,5 +142,7 @@ func subtaskFiguresFromWire(m *pb.SubtaskMetrics) SubtaskFigures {
 	return SubtaskFigures{RecordsIn: m.RecordsIn, RecordsOut: m.RecordsOut,
 		BackPressured: time.Duration(m.BackPressuredNs), Idle: time.Duration(m.IdleNs), Busy: time.Duration(m.BusyNs),
 		BackPressuredRatio: m.BackPressuredRatio, Operators: m.Operators,
-		OperatorRecordsIn: m.OperatorRecordsIn, OperatorRecordsOut: m.OperatorRecordsOut}
+		OperatorRecordsIn: m.OperatorRecordsIn, OperatorRecordsOut: m.OperatorRecordsOut,
+		InputWatermark: m.InputWatermark, OutputWatermark: m.OutputWatermark,
+		BytesIn: m.BytesIn, BytesOut: m.BytesOut}
 }

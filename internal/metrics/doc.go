@@ -23,11 +23,19 @@
 // them all (atomic stores) once per turn of its loop, so readers lag by at
 // most a batch. An operator's records out are the sum of its outputs'
 // counters; a chained operator's records in are its upstream output's
-// counter (it has no other input); the head's are RecordsIn. Bytes are not
-// counted: records travel between local tasks as Go values, never
-// serialized, so there are no exchange bytes to count (Flink counts the
-// serialized buffers of its channels; weir will count bytes on its
-// network transport).
+// counter (it has no other input); the head's are RecordsIn.
+//
+// Bytes (BytesIn, BytesOut: Flink's numBytesIn/numBytesOut) are those of
+// the task's channels to and from other processes of a cluster, which
+// internal/network counts per channel (the payload of the buffers it
+// sends and receives); the builder hands a task the counters of its
+// network channels (Task.AddNetworkBytes) and a snapshot sums them.
+// Records between tasks of one process travel as Go values, never
+// serialized, so such a channel counts no bytes: a job in local mode, and
+// the subtasks a cluster puts on the same TaskManager, read and write 0
+// bytes where Flink, which serializes its local channels too, counts them
+// (local mode's Exchange "tcp", which bridges every channel over loopback
+// to test the transport, is not counted either).
 //
 // # Usage
 //

@@ -75,6 +75,9 @@ type Task struct {
 	// out (opIn[0] is unused: the head's records in are RecordsIn).
 	counters    []*Counter
 	opIn, opOut [][]*Counter
+	// bytesIn and bytesOut are the byte counters of the task's network
+	// channels (AddNetworkBytes).
+	bytesIn, bytesOut []*atomic.Int64
 }
 
 // Counter counts the records an operator emits on one output. N is a
@@ -119,6 +122,23 @@ func (t *Task) AddCounter(c *Counter, from int, to []int) {
 	}
 }
 
+// AddNetworkBytes adds the byte counters of one of the task's network
+// channels to its figures (nil for the side it does not have): in counts
+// the payload bytes an input channel received, out those an output
+// channel sent (internal/network's ChannelMetrics.BytesIn and BytesOut,
+// which the network adds to). The task's BytesIn and BytesOut are their
+// sums. Called while the task is built, before it runs.
+func (t *Task) AddNetworkBytes(in, out *atomic.Int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if in != nil {
+		t.bytesIn = append(t.bytesIn, in)
+	}
+	if out != nil {
+		t.bytesOut = append(t.bytesOut, out)
+	}
+}
+
 // Publish makes the counters' current values visible to readers. Only the
 // task's goroutine may call it.
 func (t *Task) Publish() {
@@ -157,15 +177,19 @@ func (t *Task) Status() Status { return Status(t.status.Load()) }
 // TaskSnapshot is a consistent-enough copy of a task's figures: each
 // counter is read atomically, not all of them at once.
 type TaskSnapshot struct {
-	Status             Status
-	Start, End         time.Time // zero before
-	RecordsIn          int64
-	RecordsOut         int64
-	BackPressured      time.Duration
-	Idle               time.Duration
-	Busy               time.Duration // since the start, neither idle nor backpressured
-	InputWatermark     int64
-	OutputWatermark    int64
+	Status          Status
+	Start, End      time.Time // zero before
+	RecordsIn       int64
+	RecordsOut      int64
+	BackPressured   time.Duration
+	Idle            time.Duration
+	Busy            time.Duration // since the start, neither idle nor backpressured
+	InputWatermark  int64
+	OutputWatermark int64
+	// BytesIn and BytesOut are the payload bytes the task's network
+	// channels received and sent (Flink's numBytesIn and numBytesOut); 0
+	// for a task whose channels all stay in process.
+	BytesIn, BytesOut  int64
 	BackPressuredRatio float64 // recent share of time backpressured, 0 to 1
 	IdleRatio          float64 // recent share of time idle, 0 to 1
 	BusyRatio          float64 // 1 - the two others, while running
@@ -195,6 +219,7 @@ func (t *Task) Snapshot(now time.Time) TaskSnapshot {
 		OutputWatermark: t.OutputWatermark.Load(),
 	}
 	s.OperatorRecordsIn, s.OperatorRecordsOut = t.operatorRecords(s.RecordsIn)
+	s.BytesIn, s.BytesOut = t.networkBytes()
 	if s.Start.IsZero() {
 		return s
 	}
@@ -235,6 +260,19 @@ func (t *Task) operatorRecords(headIn int64) (in, out []int64) {
 		for _, c := range t.opOut[i] {
 			out[i] += c.Load()
 		}
+	}
+	return in, out
+}
+
+// networkBytes sums the byte counters of the task's network channels.
+func (t *Task) networkBytes() (in, out int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, c := range t.bytesIn {
+		in += c.Load()
+	}
+	for _, c := range t.bytesOut {
+		out += c.Load()
 	}
 	return in, out
 }

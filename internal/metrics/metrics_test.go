@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -144,5 +145,27 @@ func TestOperatorCounters(t *testing.T) {
 	}
 	if !slices.Equal(vs[0].OperatorRecordsOut, []int64{10, 9, 5, 0}) {
 		t.Errorf("vertex 1 records out %v", vs[0].OperatorRecordsOut)
+	}
+}
+
+// TestTaskNetworkBytes: a task's bytes are the sums of its network
+// channels' counters, read at each snapshot; a task without any has 0.
+func TestTaskNetworkBytes(t *testing.T) {
+	m := NewTask("1-0", "1", "count", 0, 2, []string{"count"})
+	if s := m.Snapshot(t0); s.BytesIn != 0 || s.BytesOut != 0 {
+		t.Fatalf("no channels: bytes in %d, out %d", s.BytesIn, s.BytesOut)
+	}
+	var in1, in2, out1 atomic.Int64
+	m.AddNetworkBytes(&in1, nil)
+	m.AddNetworkBytes(&in2, &out1)
+	in1.Store(100)
+	in2.Store(20)
+	out1.Store(7)
+	if s := m.Snapshot(t0); s.BytesIn != 120 || s.BytesOut != 7 {
+		t.Errorf("bytes in %d, out %d; want 120 and 7", s.BytesIn, s.BytesOut)
+	}
+	in2.Add(5)
+	if s := m.Snapshot(t0); s.BytesIn != 125 {
+		t.Errorf("bytes in %d after the channel received 5 more, want 125", s.BytesIn)
 	}
 }

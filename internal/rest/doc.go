@@ -12,6 +12,7 @@
 //	GET    /jobs/{jobid}                               job details: vertices, metrics, operators, backpressure, plan
 //	GET    /jobs/{jobid}/vertices/{vid}                a vertex's subtasks: status, attempt, TaskManager, host
 //	GET    /jobs/{jobid}/vertices/{vid}/taskmanagers   a vertex's subtasks grouped by TaskManager
+//	GET    /jobs/{jobid}/vertices/{vid}/watermarks     its subtasks' input and output watermarks
 //	PATCH  /jobs/{jobid}?mode=cancel                   cancel (202)
 //	GET    /jobs/{jobid}/exceptions[?maxExceptions=N]  failures, newest first
 //	GET    /jobs/{jobid}/checkpoints                   counts, summary, latest, history
@@ -29,8 +30,16 @@
 // under "operators"); read-bytes and write-bytes count the bytes of
 // serialized exchanges between tasks only, which the local runtime does not
 // have (its channels carry Go values): they are 0, with
-// read-bytes-complete and write-bytes-complete false. The cluster runtime
-// will count them on its TCP transport.
+// read-bytes-complete and write-bytes-complete false. On a cluster they
+// are the payload bytes of the channels between subtasks on different
+// TaskManagers (a channel within one TaskManager carries Go values and
+// counts none, where Flink serializes it too).
+//
+// A vertex's watermarks (.../watermarks) are Flink's list of metrics
+// [{"id": "0.currentInputWatermark", "value": "1700000000000"}, ...], one
+// per subtask, with weir's "<subtask>.currentOutputWatermark" beside it;
+// "-9223372036854775808" (NoWatermark, Flink's Long.MIN_VALUE) before the
+// first watermark, the largest int64 at the end of input.
 //
 // Checkpoints, savepoints and stops are asynchronous operations, as in
 // Flink: the POST answers 202 with a request id at once, and the status

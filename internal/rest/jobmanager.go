@@ -2,6 +2,7 @@ package rest
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/weirstream/weir/internal/jobmaster"
@@ -173,7 +174,21 @@ type SubtaskInfo struct {
 	StartTime, EndTime time.Time // zero before, and while running
 	// Metrics are the subtask's own figures; BytesUnknown as for a vertex.
 	Metrics IOMetrics
+	// Watermarks says the job reports the subtask's watermarks:
+	// InputWatermark, the watermark of its inputs (for a source, the one
+	// its reader generated), and OutputWatermark, the last one it sent
+	// downstream, in epoch milliseconds (Flink's currentInputWatermark and
+	// currentOutputWatermark), each NoWatermark before the first. Without
+	// it GET .../watermarks leaves the subtask out, as Flink leaves out a
+	// subtask whose metrics it has not fetched.
+	Watermarks                      bool
+	InputWatermark, OutputWatermark int64
 }
+
+// NoWatermark is a subtask's watermark before the first one: the smallest
+// int64, Flink's Long.MIN_VALUE, which its dashboard shows as "No
+// Watermark".
+const NoWatermark = math.MinInt64
 
 // OperatorRecords are one chained operator's records in and out (Flink's
 // operator-scope numRecordsIn and numRecordsOut).
@@ -194,9 +209,11 @@ type IOMetrics struct {
 	// count only the bytes of serialized exchanges between tasks (Flink's
 	// numBytesIn/numBytesOut of network channels), and the local runtime
 	// has none (its channels carry Go values), so they are 0; the API then
-	// reports read-bytes-complete and write-bytes-complete false. On a
-	// cluster too: its data plane counts bytes per channel (the
-	// TaskManagers' /metrics), not per subtask.
+	// reports read-bytes-complete and write-bytes-complete false. A
+	// cluster counts them: the payload bytes of the subtasks' channels to
+	// and from other TaskManagers (those between subtasks on one
+	// TaskManager carry Go values and count none, where Flink serializes
+	// its local channels too).
 	BytesUnknown bool
 }
 

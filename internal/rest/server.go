@@ -96,6 +96,7 @@ func (s *Server) routes() {
 	m.HandleFunc("PATCH /jobs/{jobid}", jsonOnly(s.patchJob))
 	m.HandleFunc("GET /jobs/{jobid}/vertices/{vertexid}", s.getVertex)
 	m.HandleFunc("GET /jobs/{jobid}/vertices/{vertexid}/taskmanagers", s.getVertexTaskManagers)
+	m.HandleFunc("GET /jobs/{jobid}/vertices/{vertexid}/watermarks", s.getVertexWatermarks)
 	m.HandleFunc("GET /jobs/{jobid}/exceptions", s.getExceptions)
 	m.HandleFunc("GET /jobs/{jobid}/checkpoints", s.getCheckpoints)
 	m.HandleFunc("POST /jobs/{jobid}/checkpoints", jsonOnly(s.postCheckpoint))

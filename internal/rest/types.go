@@ -243,9 +243,11 @@ type IOMetricsInfo struct {
 	// ReadBytes and WriteBytes count the bytes of serialized exchanges
 	// between tasks only (Flink's numBytesIn/numBytesOut). The local
 	// runtime has none, its channels carry Go values: they are 0 and
-	// ReadBytesComplete and WriteBytesComplete are false. So on a
-	// cluster, whose data plane counts bytes per channel (the
-	// TaskManagers' /metrics), not per subtask.
+	// ReadBytesComplete and WriteBytesComplete are false. On a cluster
+	// they are the payload bytes of the channels to and from subtasks on
+	// other TaskManagers; a channel between subtasks of one TaskManager
+	// carries Go values and counts none (Flink serializes local channels
+	// too and counts them).
 	ReadBytes                    int64 `json:"read-bytes"`
 	ReadBytesComplete            bool  `json:"read-bytes-complete"`
 	WriteBytes                   int64 `json:"write-bytes"`
@@ -635,4 +637,12 @@ type FailureCause struct {
 	Class string `json:"class"`
 	// StackTrace is the error's text.
 	StackTrace string `json:"stack-trace"`
+}
+
+// Metric is one metric of a collection, as Flink's REST API answers
+// metric queries (MetricCollectionResponseBody): its id and its value as
+// a string.
+type Metric struct {
+	ID    string `json:"id"`
+	Value string `json:"value"`
 }

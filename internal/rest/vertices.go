@@ -159,6 +159,33 @@ func (s *Server) getVertexTaskManagers(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// getVertexWatermarks is GET /jobs/{jobid}/vertices/{vertexid}/watermarks:
+// the watermarks of the vertex's subtasks, as Flink answers it, a list of
+// metrics "<subtask>.currentInputWatermark" (and, weir's addition,
+// "<subtask>.currentOutputWatermark") whose values are epoch milliseconds
+// as strings, NoWatermark's before the first watermark. A subtask whose
+// watermarks the job does not report is left out.
+func (s *Server) getVertexWatermarks(w http.ResponseWriter, r *http.Request) {
+	j, ok := s.job(w, r)
+	if !ok {
+		return
+	}
+	v, ok := s.vertex(w, r, j)
+	if !ok {
+		return
+	}
+	out := []Metric{}
+	for i, st := range subtasks(v) {
+		if !st.Watermarks {
+			continue
+		}
+		out = append(out,
+			Metric{ID: strconv.Itoa(i) + ".currentInputWatermark", Value: strconv.FormatInt(st.InputWatermark, 10)},
+			Metric{ID: strconv.Itoa(i) + ".currentOutputWatermark", Value: strconv.FormatInt(st.OutputWatermark, 10)})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 // aggregateOrder ranks statuses for aggregateStatus: the first one present
 // wins (a failure over a cancellation, any running over one not started,
 // finished only when all are).

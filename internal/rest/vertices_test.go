@@ -1,6 +1,7 @@
 package rest_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 // placedJob is a job of two vertices of parallelism 2 whose subtasks run
 // on two TaskManagers: vertex 1's on tm-a and tm-b, vertex 2's both on
 // tm-b, one of them finished; vertex 3 does not say where its subtasks run.
+// Vertex 1's subtasks report watermarks (subtask 1 none yet), vertex 2's
+// do not.
 func placedJob() *resttest.JobManager {
 	jm := resttest.NewJobManager()
 	j := resttest.NewJob("placed", "Placed")
@@ -22,9 +25,12 @@ func placedJob() *resttest.JobManager {
 	}
 	done := run("tm-b", "10.0.0.2:7000", 0, 5)
 	done.Status, done.EndTime = rest.TaskFinished, at(90*time.Second)
+	src0, src1 := run("tm-a", "10.0.0.1:7000", 10*time.Second, 10), run("tm-b", "10.0.0.2:7000", 20*time.Second, 20)
+	src0.Watermarks, src0.InputWatermark, src0.OutputWatermark = true, 1_700_000_004_000, 1_700_000_000_000
+	src1.Watermarks, src1.InputWatermark, src1.OutputWatermark = true, rest.NoWatermark, rest.NoWatermark
 	j.SetVertices([]rest.VertexInfo{
 		{ID: "1", Name: "Source: events", Parallelism: 2, MaxParallelism: 128, Status: rest.TaskRunning, StartTime: t0,
-			Subtasks: []rest.SubtaskInfo{run("tm-a", "10.0.0.1:7000", 10*time.Second, 10), run("tm-b", "10.0.0.2:7000", 20*time.Second, 20)}},
+			Subtasks: []rest.SubtaskInfo{src0, src1}},
 		{ID: "2", Name: "count -> Sink: out", Parallelism: 2, MaxParallelism: 128, Status: rest.TaskRunning, StartTime: t0,
 			Subtasks: []rest.SubtaskInfo{run("tm-b", "10.0.0.2:7000", 30*time.Second, 1), done}},
 		{ID: "3", Name: "unplaced", Parallelism: 1, MaxParallelism: 128, Status: rest.TaskScheduled},
@@ -68,6 +74,32 @@ func TestVertexSubtasks(t *testing.T) {
 	}
 }
 
+// TestVertexWatermarks: GET .../watermarks is Flink's list of metrics,
+// each subtask's input watermark and weir's output watermark beside it,
+// Long.MIN_VALUE before the first; a vertex whose job does not report its
+// subtasks' watermarks has none listed.
+func TestVertexWatermarks(t *testing.T) {
+	s := startServer(t, placedJob(), rest.Options{})
+	for _, tt := range []struct {
+		path string
+		want []rest.Metric
+	}{
+		{"/jobs/placed/vertices/1/watermarks", []rest.Metric{
+			{ID: "0.currentInputWatermark", Value: "1700000004000"}, {ID: "0.currentOutputWatermark", Value: "1700000000000"},
+			{ID: "1.currentInputWatermark", Value: "-9223372036854775808"}, {ID: "1.currentOutputWatermark", Value: "-9223372036854775808"}}},
+		{"/v1/jobs/placed/vertices/2/watermarks", []rest.Metric{}},
+		{"/jobs/placed/vertices/3/watermarks", []rest.Metric{}},
+	} {
+		r := s.do(t, "GET", tt.path, "")
+		if r.code != 200 {
+			t.Fatalf("GET %s: %d %s", tt.path, r.code, r.body)
+		}
+		if got := decode[[]rest.Metric](t, r); got == nil || !slices.Equal(got, tt.want) {
+			t.Errorf("GET %s = %+v (%s), want %+v", tt.path, got, r.body, tt.want)
+		}
+	}
+}
+
 // TestVertexBadRequests: an unknown vertex, of a known or an unknown job,
 // is 404 with a message naming the job's vertices.
 func TestVertexBadRequests(t *testing.T) {
@@ -83,6 +115,7 @@ func TestVertexBadRequests(t *testing.T) {
 		{"unknown vertex's taskmanagers", "GET", "/jobs/placed/vertices/abc/taskmanagers", 404, `a vertex id is a number`},
 		{"unknown job", "GET", "/jobs/nope/vertices/1", 404, `job "nope" not found`},
 		{"unknown job's taskmanagers", "GET", "/jobs/nope/vertices/1/taskmanagers", 404, `job "nope" not found`},
+		{"unknown vertex's watermarks", "GET", "/jobs/placed/vertices/7/watermarks", 404, `vertex "7" not found in job "placed"`},
 		{"unknown vertex subpath", "GET", "/jobs/placed/vertices/1/nope", 404, "no such path"},
 		{"no vertex", "GET", "/jobs/placed/vertices/", 404, "no such path"},
 		{"post", "POST", "/jobs/placed/vertices/1", 405, "method POST is not allowed"},

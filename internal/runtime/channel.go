@@ -8,6 +8,7 @@ import (
 
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/metrics"
+	"github.com/weirstream/weir/internal/network"
 	"github.com/weirstream/weir/internal/typeinfo"
 )
 
@@ -117,7 +118,17 @@ type Channel[T any] struct {
 	// an aligned barrier read after it (duplicates and losses in the
 	// exactly-once harness with aligned-checkpoint timeouts).
 	recv sync.Mutex
+	// net is the figures of the network channel that carries this one
+	// across processes: the output's for Send's channel, the input's for
+	// the one Receive fills; nil for a channel in process.
+	net *network.ChannelMetrics
 }
+
+// NetworkMetrics returns the figures of the network channel that carries
+// c to or from another process (Send's channel: its network output;
+// Receive's destination: its network input), whose BytesOut or BytesIn
+// count the payload bytes sent or received; nil when c stays in process.
+func (c *Channel[T]) NetworkMetrics() *network.ChannelMetrics { return c.net }
 
 // tryRecv takes the envelope at the head of the queue without waiting;
 // the only way a consumer takes one. A consumer that waits for one waits

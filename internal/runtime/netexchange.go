@@ -125,6 +125,7 @@ func Send[T any](x *Exchange, name string, c codec.Codec[T], capacity int, done 
 	}
 	src := NewChannel[T](capacity, make(chan struct{}, 1), nil)
 	src.bridged, src.prioBell = true, make(chan struct{}, 1)
+	src.net = out.Metrics()
 	var finished atomic.Bool
 	pumped := make(chan struct{})
 	// toNet is the network event of env's event.
@@ -299,6 +300,7 @@ func Receive[T any](x *Exchange, dst *Channel[T], addr, name string, c codec.Cod
 	if err != nil {
 		return err
 	}
+	dst.net = in.Metrics()
 	// copyRecs is env for dst of a batch polled from the network.
 	copyRecs := func(recs []T, ts []int64) envelope[T] {
 		b := dst.batch(len(recs))

@@ -84,4 +84,17 @@ func TestBridge(t *testing.T) {
 	if b := events[0]; b.ID != 3 || b.Timestamp != 9 || b.Options != opts || events[1].Timestamp != 49 {
 		t.Fatalf("events %+v: want barrier 3 with its options, then watermark 49", events)
 	}
+	// The network channel's byte counts, which the builder sums into its
+	// tasks' figures: every payload byte sent was received by the end of
+	// partition; an in-process channel has none.
+	netOut, netIn := src.NetworkMetrics(), dst.NetworkMetrics()
+	if netOut == nil || netIn == nil || netOut == netIn {
+		t.Fatalf("network metrics of the sending half %p, of the receiving half %p: want two", netOut, netIn)
+	}
+	if sent, got := netOut.BytesOut.Load(), netIn.BytesIn.Load(); sent <= 0 || sent != got {
+		t.Errorf("bytes sent %d, received %d: want the same, above 0", sent, got)
+	}
+	if m := NewChannel[int](2, doorbell, nil).NetworkMetrics(); m != nil {
+		t.Errorf("an in-process channel has network metrics %+v", m)
+	}
 }

@@ -1212,8 +1212,20 @@ type SubtaskMetrics struct {
 	Operators          []string `protobuf:"bytes,8,rep,name=operators,proto3" json:"operators,omitempty"`
 	OperatorRecordsIn  []int64  `protobuf:"varint,9,rep,packed,name=operator_records_in,json=operatorRecordsIn,proto3" json:"operator_records_in,omitempty"`
 	OperatorRecordsOut []int64  `protobuf:"varint,10,rep,packed,name=operator_records_out,json=operatorRecordsOut,proto3" json:"operator_records_out,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// input_watermark is the watermark of the subtask's inputs (for a
+	// source, the one its reader generated), output_watermark the last one
+	// it sent downstream, in epoch milliseconds; the smallest int64 before
+	// the first (metrics.MinWatermark), the largest at the end of input.
+	InputWatermark  int64 `protobuf:"varint,11,opt,name=input_watermark,json=inputWatermark,proto3" json:"input_watermark,omitempty"`
+	OutputWatermark int64 `protobuf:"varint,12,opt,name=output_watermark,json=outputWatermark,proto3" json:"output_watermark,omitempty"`
+	// bytes_in and bytes_out are the payload bytes the subtask's network
+	// channels to and from other TaskManagers received and sent (Flink's
+	// numBytesIn and numBytesOut); a channel to a subtask on the same
+	// TaskManager carries Go values in process and counts none.
+	BytesIn       int64 `protobuf:"varint,13,opt,name=bytes_in,json=bytesIn,proto3" json:"bytes_in,omitempty"`
+	BytesOut      int64 `protobuf:"varint,14,opt,name=bytes_out,json=bytesOut,proto3" json:"bytes_out,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubtaskMetrics) Reset() {
@@ -1314,6 +1326,34 @@ func (x *SubtaskMetrics) GetOperatorRecordsOut() []int64 {
 		return x.OperatorRecordsOut
 	}
 	return nil
+}
+
+func (x *SubtaskMetrics) GetInputWatermark() int64 {
+	if x != nil {
+		return x.InputWatermark
+	}
+	return 0
+}
+
+func (x *SubtaskMetrics) GetOutputWatermark() int64 {
+	if x != nil {
+		return x.OutputWatermark
+	}
+	return 0
+}
+
+func (x *SubtaskMetrics) GetBytesIn() int64 {
+	if x != nil {
+		return x.BytesIn
+	}
+	return 0
+}
+
+func (x *SubtaskMetrics) GetBytesOut() int64 {
+	if x != nil {
+		return x.BytesOut
+	}
+	return 0
 }
 
 // DeployReply answers DeployTasks: the tasks started, or why none did.
@@ -2515,7 +2555,7 @@ const file_weir_cluster_v1_cluster_proto_rawDesc = "" +
 	"\x04body\"`\n" +
 	"\vTaskMetrics\x12;\n" +
 	"\bsubtasks\x18\x01 \x03(\v2\x1f.weir.cluster.v1.SubtaskMetricsR\bsubtasks\x12\x14\n" +
-	"\x05final\x18\x02 \x01(\bR\x05final\"\xf4\x02\n" +
+	"\x05final\x18\x02 \x01(\bR\x05final\"\x80\x04\n" +
 	"\x0eSubtaskMetrics\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\tR\x04task\x12\x1d\n" +
 	"\n" +
@@ -2529,7 +2569,11 @@ const file_weir_cluster_v1_cluster_proto_rawDesc = "" +
 	"\toperators\x18\b \x03(\tR\toperators\x12.\n" +
 	"\x13operator_records_in\x18\t \x03(\x03R\x11operatorRecordsIn\x120\n" +
 	"\x14operator_records_out\x18\n" +
-	" \x03(\x03R\x12operatorRecordsOut\"n\n" +
+	" \x03(\x03R\x12operatorRecordsOut\x12'\n" +
+	"\x0finput_watermark\x18\v \x01(\x03R\x0einputWatermark\x12)\n" +
+	"\x10output_watermark\x18\f \x01(\x03R\x0foutputWatermark\x12\x19\n" +
+	"\bbytes_in\x18\r \x01(\x03R\abytesIn\x12\x1b\n" +
+	"\tbytes_out\x18\x0e \x01(\x03R\bbytesOut\"n\n" +
 	"\vDeployReply\x12\x18\n" +
 	"\arequest\x18\x01 \x01(\x04R\arequest\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12/\n" +

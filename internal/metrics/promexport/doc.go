@@ -17,6 +17,8 @@
 //
 //	weir_taskmanager_job_task_numRecordsIn            counter
 //	weir_taskmanager_job_task_numRecordsOut           counter
+//	weir_taskmanager_job_task_numBytesIn              counter: payload bytes from other TaskManagers
+//	weir_taskmanager_job_task_numBytesOut             counter: payload bytes to other TaskManagers
 //	weir_taskmanager_job_task_backPressuredTimeMsPerSecond
 //	weir_taskmanager_job_task_idleTimeMsPerSecond
 //	weir_taskmanager_job_task_busyTimeMsPerSecond
@@ -28,7 +30,8 @@
 //	weir_taskmanager_job_task_watermarkLag            ms, now - currentInputWatermark
 //	weir_taskmanager_job_task_checkpointedStateSize   bytes of the subtask's state in the latest completed checkpoint
 //	    labels: job_id, job_name, task_id (the vertex id), task_name,
-//	            subtask_index, task_attempt_num, tm_id
+//	            subtask_index, task_attempt_num, tm_id ("local" in local
+//	            mode, the TaskManager's resource id on a cluster)
 //
 //	weir_taskmanager_job_task_operator_numRecordsIn   every operator of the chain
 //	weir_taskmanager_job_task_operator_numRecordsOut  every operator of the chain
@@ -40,7 +43,20 @@
 // Records are counted per operator of a chain, as Flink's operator-scope
 // numRecordsIn/numRecordsOut (see package metrics for how, at the cost of
 // one plain increment per record and operator). Watermarks are the task's,
-// reported for the chain's head and tail.
+// reported for the chain's head and tail. Bytes are those of a task's
+// network channels to and from other processes of a cluster: records
+// between tasks of one process travel as Go values and count none (local
+// mode's tasks, and those a cluster puts on the same TaskManager, where
+// Flink serializes local channels too and counts their bytes).
+//
+// As in Flink, each process exports what it runs. Local mode's registry
+// (New) exports both families of its jobs. On a cluster the JobManager's
+// exports the job family (its jobs hold no tasks), and each TaskManager's
+// /metrics (its --metrics-address) the task and operator families of the
+// subtasks running there: its jobs are TaskManagerJobs, with tm_id its
+// resource id, and its registry takes the exporter's Collector beside its
+// own collectors. checkpointedStateSize is the JobManager's to know and is
+// exported by no TaskManager.
 //
 // Nothing is counted twice: a Registry holds a collector that reads
 // metrics.Job and the checkpoint statistics at each scrape, in a private

@@ -24,6 +24,17 @@ type Job interface {
 	Metrics() *metrics.Job
 }
 
+// TaskManagerJob is a Job as one TaskManager of a cluster holds it: the
+// tasks of its attempt that run there. The exporter gives its tasks'
+// metrics the TaskManager's id as tm_id (a local job's say "local") and
+// none of the job's own (weir_jobmanager_job_*, the tasks'
+// checkpointedStateSize), which are the JobManager's to export, as in
+// Flink.
+type TaskManagerJob interface {
+	Job
+	TaskManagerID() string
+}
+
 // Registry is a private Prometheus registry exporting the figures of the
 // jobs a function lists.
 type Registry struct {
@@ -40,6 +51,17 @@ func NewWithClock(jobs func() []Job, now func() time.Time) *Registry {
 	reg.MustRegister(&collector{jobs: jobs, now: now},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return &Registry{reg: reg}
+}
+
+// Collector returns the exporter's collector alone, reading jobs() at every
+// scrape with the clock now (nil: time.Now), to register beside other
+// collectors in a registry of the caller's (a TaskManager's, which has the
+// Go runtime's and the process's already).
+func Collector(jobs func() []Job, now func() time.Time) prometheus.Collector {
+	if now == nil {
+		now = time.Now
+	}
+	return &collector{jobs: jobs, now: now}
 }
 
 // Gatherer is the registry, for tests and for mounting elsewhere.
@@ -83,6 +105,8 @@ var (
 
 	taskRecordsIn       = desc(taskPrefix+"numRecordsIn", "Records the subtask received from its inputs.", taskLabels)
 	taskRecordsOut      = desc(taskPrefix+"numRecordsOut", "Records the subtask sent to its outputs.", taskLabels)
+	taskBytesIn         = desc(taskPrefix+"numBytesIn", "Payload bytes the subtask's network channels received from other TaskManagers (channels in process count none).", taskLabels)
+	taskBytesOut        = desc(taskPrefix+"numBytesOut", "Payload bytes the subtask's network channels sent to other TaskManagers (channels in process count none).", taskLabels)
 	taskBackPressured   = desc(taskPrefix+"backPressuredTimeMsPerSecond", "Milliseconds per second recently spent waiting for room downstream.", taskLabels)
 	taskIdle            = desc(taskPrefix+"idleTimeMsPerSecond", "Milliseconds per second recently spent waiting for input.", taskLabels)
 	taskBusy            = desc(taskPrefix+"busyTimeMsPerSecond", "Milliseconds per second recently spent working.", taskLabels)
@@ -104,7 +128,7 @@ var allDescs = []*prometheus.Desc{
 	lastCheckpointDuration, lastCheckpointSize, lastCheckpointFullSize, lastCompletedCheckpointID,
 	lastCheckpointRestoreTimestamp, completedCheckpoints, failedCheckpoints, inProgressCheckpoints,
 	totalCheckpoints, numRestarts, uptime,
-	taskRecordsIn, taskRecordsOut, taskBackPressured, taskIdle, taskBusy, taskAccBackPressure,
+	taskRecordsIn, taskRecordsOut, taskBytesIn, taskBytesOut, taskBackPressured, taskIdle, taskBusy, taskAccBackPressure,
 	taskAccIdle, taskAccBusy, taskInWatermark, taskOutWatermark, taskWatermarkLag, taskStateSize,
 	opRecordsIn, opRecordsOut, opInWatermark, opOutWatermark,
 }
@@ -137,6 +161,11 @@ func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels 
 }
 
 func collectJob(ch chan<- prometheus.Metric, j Job, now time.Time) {
+	if tj, ok := j.(TaskManagerJob); ok {
+		attempt, tasks := j.Metrics().Tasks()
+		collectTasks(ch, j, tj.TaskManagerID(), attempt, tasks, nil, now)
+		return
+	}
 	jl := []string{j.ID(), j.Name()}
 	sum, history := j.Checkpoints()
 	var last *jobmaster.CheckpointStats
@@ -174,15 +203,26 @@ func collectJob(ch chan<- prometheus.Metric, j Job, now time.Time) {
 		}
 	}
 	attempt, tasks := j.Metrics().Tasks()
+	up := collectTasks(ch, j, "local", attempt, tasks, stateSize, now)
+	gauge(ch, uptime, float64(up.Milliseconds()), jl...)
+}
+
+// collectTasks sends the metrics of the tasks of j's attempt, on the
+// TaskManager tm, and returns the time since the earliest start of those
+// running. stateSize is each task's state in the latest completed
+// checkpoint (nil: unknown here).
+func collectTasks(ch chan<- prometheus.Metric, j Job, tm string, attempt int, tasks []*metrics.Task, stateSize map[string]int64, now time.Time) time.Duration {
 	var up time.Duration
 	for _, t := range tasks {
 		s := t.Snapshot(now)
 		if s.Status == metrics.Running && !s.Start.IsZero() {
 			up = max(up, now.Sub(s.Start))
 		}
-		tl := []string{j.ID(), j.Name(), t.Vertex, t.Name, strconv.Itoa(t.Subtask), strconv.Itoa(attempt), "local"}
+		tl := []string{j.ID(), j.Name(), t.Vertex, t.Name, strconv.Itoa(t.Subtask), strconv.Itoa(attempt), tm}
 		counter(ch, taskRecordsIn, float64(s.RecordsIn), tl...)
 		counter(ch, taskRecordsOut, float64(s.RecordsOut), tl...)
+		counter(ch, taskBytesIn, float64(s.BytesIn), tl...)
+		counter(ch, taskBytesOut, float64(s.BytesOut), tl...)
 		gauge(ch, taskBackPressured, 1000*s.BackPressuredRatio, tl...)
 		gauge(ch, taskIdle, 1000*s.IdleRatio, tl...)
 		gauge(ch, taskBusy, 1000*s.BusyRatio, tl...)
@@ -221,7 +261,7 @@ func collectJob(ch chan<- prometheus.Metric, j Job, now time.Time) {
 			gauge(ch, opOutWatermark, watermark(s.OutputWatermark), tail...)
 		}
 	}
-	gauge(ch, uptime, float64(up.Milliseconds()), jl...)
+	return up
 }
 
 // watermark is a watermark as a float; the maximum watermark (end of

@@ -1,8 +1,13 @@
 package promexport
 
 import (
+	"maps"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirstream/weir/internal/jobmaster"
 	"github.com/weirstream/weir/internal/metrics"
@@ -55,5 +60,60 @@ func TestCheckpointSizes(t *testing.T) {
 				t.Errorf("lastCheckpointFullSize = %v, want %v (the full state)", v, tc.fullSize)
 			}
 		})
+	}
+}
+
+// tmJob is a job's part on a TaskManager: its tasks, no checkpoints.
+type tmJob struct{ m *metrics.Job }
+
+func (j tmJob) ID() string   { return "j" }
+func (j tmJob) Name() string { return "job" }
+func (j tmJob) Checkpoints() (jobmaster.Summary, []jobmaster.CheckpointStats) {
+	return jobmaster.Summary{Completed: 3, Restarts: 1}, []jobmaster.CheckpointStats{{ID: 3, Status: jobmaster.Completed,
+		Subtasks: []jobmaster.SubtaskStats{{Task: "1-1", StateSize: 10}}}}
+}
+func (j tmJob) Metrics() *metrics.Job { return j.m }
+func (j tmJob) TaskManagerID() string { return "tm-7" }
+
+// TestTaskManagerJob: a TaskManager's job exports its tasks' metrics
+// under the TaskManager's id, bytes and watermarks included, and none of
+// the job's own (the JobManager's), even when it has checkpoints to say.
+func TestTaskManagerJob(t *testing.T) {
+	task := metrics.NewTask("1-1", "1", "count -> out", 1, 2, []string{"count", "out"})
+	task.RecordsIn.Add(12)
+	task.InputWatermark.Store(5000)
+	var in atomic.Int64
+	task.AddNetworkBytes(&in, nil)
+	in.Store(345)
+	m := metrics.NewJob("j", "job")
+	m.SetTasks(4, []*metrics.Task{task})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(Collector(func() []Job { return []Job{tmJob{m}} }, func() time.Time { return time.Unix(100, 0) }))
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{taskPrefix + "numRecordsIn": 12, taskPrefix + "numBytesIn": 345, taskPrefix + "numBytesOut": 0,
+		taskPrefix + "currentInputWatermark": 5000, opPrefix + "numRecordsIn": 12}
+	got := map[string]float64{}
+	for _, f := range families {
+		if strings.HasPrefix(f.GetName(), jobPrefix) || f.GetName() == taskPrefix+"checkpointedStateSize" {
+			t.Errorf("a TaskManager's job exports %s, the JobManager's", f.GetName())
+		}
+		for _, s := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range s.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["tm_id"] != "tm-7" || labels["task_attempt_num"] != "4" || labels["subtask_index"] != "1" || labels["task_id"] != "1" {
+				t.Errorf("%s: labels %v, want tm_id tm-7, attempt 4, task 1 subtask 1", f.GetName(), labels)
+			}
+			if _, ok := want[f.GetName()]; ok && (labels["operator_id"] == "" || labels["operator_id"] == "1.0") {
+				got[f.GetName()] = s.GetCounter().GetValue() + s.GetGauge().GetValue()
+			}
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
 	}
 }

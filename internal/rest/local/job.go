@@ -214,6 +214,7 @@ func (j *Job) Vertices(maxParallelism int) []rest.VertexInfo {
 					StartTime: t.Start, EndTime: t.End,
 					Metrics: rest.IOMetrics{ReadRecords: t.RecordsIn, WriteRecords: t.RecordsOut,
 						BackPressuredTime: t.BackPressured, IdleTime: t.Idle, BusyTime: t.Busy, BytesUnknown: true},
+					Watermarks: true, InputWatermark: t.InputWatermark, OutputWatermark: t.OutputWatermark,
 				})
 			}
 			vi.Status = taskStatus(m.Status)

@@ -9,8 +9,9 @@ import (
 )
 
 // TestVertexSubtasksOnTheEmbeddedTaskManager: in local mode every subtask
-// runs on the one embedded TaskManager, with its own status, times and
-// records, in the attempt of the job's current tasks.
+// runs on the one embedded TaskManager, with its own status, times,
+// records and watermarks (none before the first), in the attempt of the
+// job's current tasks.
 func TestVertexSubtasksOnTheEmbeddedTaskManager(t *testing.T) {
 	j := NewJob("a", "a", twoVertices())
 	start := time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
@@ -19,6 +20,8 @@ func TestVertexSubtasksOnTheEmbeddedTaskManager(t *testing.T) {
 	src.Start(start)
 	src.SetStatus(metrics.Finished, start.Add(time.Second))
 	src.RecordsOut.Add(7)
+	src.InputWatermark.Store(1_700_000_004_000)
+	src.OutputWatermark.Store(1_700_000_000_000)
 	tasks = append(tasks, src)
 	for s := range 3 {
 		m := metrics.NewTask("1-"+string(rune('0'+s)), "1", "map", s, 3, []string{"map"})
@@ -35,11 +38,13 @@ func TestVertexSubtasksOnTheEmbeddedTaskManager(t *testing.T) {
 	got := vs[0].Subtasks[0]
 	got.StartTime, got.EndTime = got.StartTime.UTC(), got.EndTime.UTC()
 	if want := (rest.SubtaskInfo{Status: rest.TaskFinished, Attempt: 2, TaskManager: "local", Endpoint: "localhost",
-		StartTime: start, EndTime: start.Add(time.Second), Metrics: rest.IOMetrics{WriteRecords: 7, BusyTime: time.Second, BytesUnknown: true}}); got != want {
+		StartTime: start, EndTime: start.Add(time.Second), Metrics: rest.IOMetrics{WriteRecords: 7, BusyTime: time.Second, BytesUnknown: true},
+		Watermarks: true, InputWatermark: 1_700_000_004_000, OutputWatermark: 1_700_000_000_000}); got != want {
 		t.Errorf("source subtask %+v\nwant %+v", got, want)
 	}
 	for s, st := range vs[1].Subtasks {
-		if st.Status != rest.TaskRunning || st.TaskManager != TaskManagerID || st.Attempt != 2 || st.Metrics.ReadRecords != int64(s) {
+		if st.Status != rest.TaskRunning || st.TaskManager != TaskManagerID || st.Attempt != 2 || st.Metrics.ReadRecords != int64(s) ||
+			!st.Watermarks || st.InputWatermark != rest.NoWatermark || st.OutputWatermark != rest.NoWatermark {
 			t.Errorf("map subtask %d: %+v", s, st)
 		}
 	}
