@@ -64,11 +64,14 @@ func runTM(t *testing.T, opts TaskManagerOptions) (tm *TaskManager, stop func(),
 }
 
 // eventually polls cond until it holds or 5 s passed.
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t *testing.T, what string, cond func() bool, last ...func() string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
+			for _, l := range last {
+				t.Logf("last seen: %s", l())
+			}
 			t.Fatalf("timed out waiting until %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)

@@ -213,10 +213,14 @@ func TestClusterJobRunsToTheEnd(t *testing.T) {
 	})
 	// While it runs (at 1 ms a record, a second at least), the
 	// TaskManagers report their subtasks' records.
+	var last string
 	eventually(t, "the running source's records reach the JobManager", func() bool {
 		v := run.Vertices()[0]
+		if l := fmt.Sprintf("%s %d", v.Status, v.Metrics.WriteRecords); !strings.HasSuffix(last, l) {
+			last += fmt.Sprintf(" | %v %s", time.Now().Format("05.000"), l)
+		}
 		return v.Status == rest.TaskRunning && v.Metrics.WriteRecords > 0 && v.Metrics.WriteRecords < 2000
-	})
+	}, func() string { return last })
 	st := waitJob(t, cl, id, 60*time.Second)
 	if st.State != "FINISHED" || st.Restarts != 0 || st.Note != "" {
 		t.Fatalf("job ended %+v", st)

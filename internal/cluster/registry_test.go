@@ -103,7 +103,15 @@ func countsEnv(args []string) (*weir.Environment, error) {
 	env := weir.NewEnvironment(weir.Options{Parallelism: *par, MaxParallelism: 32, Restart: restart,
 		Checkpointing: weir.CheckpointOptions{Interval: *interval, Storage: *ckpt}})
 	d := *slow
-	env.FromSource("numbers", datagen.Generator(*n, func(i int64) int64 { return i })).
+	gen := datagen.Generator(*n, func(i int64) int64 { return i })
+	if d > 0 {
+		// Small polls: the slow map is chained to the source, and a source
+		// task takes its mail (checkpoint triggers, whose barriers flush
+		// the records sent so far) between polls only; a poll of 1024
+		// records at 1 ms each would hold both for a second.
+		gen = gen.WithOptions(datagen.Options{BatchSize: 10})
+	}
+	env.FromSource("numbers", gen).
 		Map("slow", func(i int64) int64 {
 			if d > 0 {
 				time.Sleep(d)
