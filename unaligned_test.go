@@ -473,7 +473,14 @@ func TestUnalignedBenchmark(t *testing.T) {
 	if os.Getenv("WEIR_UNALIGNED_BENCH") == "" {
 		t.Skip("set WEIR_UNALIGNED_BENCH=1 to run the unaligned checkpoint benchmark")
 	}
-	const rounds = 12
+	rounds := 12 // WEIR_UNALIGNED_BENCH_ROUNDS: checkpoints per mode under backpressure
+	if v := os.Getenv("WEIR_UNALIGNED_BENCH_ROUNDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("WEIR_UNALIGNED_BENCH_ROUNDS=%q: want a positive number of checkpoints", v)
+		}
+		rounds = n
+	}
 	pct := func(d []time.Duration, p float64) time.Duration {
 		s := slices.Clone(d)
 		slices.Sort(s)
@@ -516,7 +523,7 @@ func TestUnalignedBenchmark(t *testing.T) {
 			}
 		}
 		t.Logf("backpressure, %s: %d checkpoints (%d unaligned), duration p50 %v p99 %v, %d bytes persisted per checkpoint",
-			mode, rounds, unaligned, pct(durs, 0.5), pct(durs, 0.99), persisted/rounds)
+			mode, rounds, unaligned, pct(durs, 0.5), pct(durs, 0.99), persisted/int64(rounds))
 	}
 	if part == "backpressure" {
 		return
