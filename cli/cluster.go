@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,6 +38,7 @@ type controlFlags struct {
 	tlsCert, tlsKey, tlsCA string
 	logLevel, logFormat    string
 	config                 string
+	cpuProfile             string
 }
 
 func (f *controlFlags) register(c *cobra.Command) {
@@ -47,6 +49,15 @@ func (f *controlFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.logLevel, "log-level", "info", "least level logged: debug, info, warn or error")
 	c.Flags().StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
 	c.Flags().StringVar(&f.config, "config", "", "YAML file of settings under Flink's keys (jobmanager.rpc.address, heartbeat.interval, taskmanager.numberOfTaskSlots, …), shared by the JobManager and its TaskManagers; flags override it")
+	c.Flags().StringVar(&f.cpuProfile, "cpu-profile", "", "write a CPU profile of this process, from its start until it exits (SIGTERM or the end of its work; not a SIGKILL), to this file (read it with go tool pprof; default: none)")
+}
+
+// profile starts the CPU profile of --cpu-profile; stop writes it.
+func (f *controlFlags) profile() (stop func(), err error) {
+	if f.cpuProfile == "" {
+		return func() {}, nil
+	}
+	return startProfile(filepath.Dir(f.cpuProfile), filepath.Base(f.cpuProfile))
 }
 
 // prepare applies the config file and returns the token, the TLS files
@@ -118,6 +129,11 @@ TaskManagers join or leave. See docs/cluster.md.`,
 			if err != nil {
 				return err
 			}
+			stopProfile, err := cf.profile()
+			if err != nil {
+				return err
+			}
+			defer stopProfile()
 			if err := checkScheduler(rf.mode); err != nil {
 				return err
 			}
@@ -248,6 +264,11 @@ it loses its JobManager. See docs/cluster.md.`,
 			if err != nil {
 				return err
 			}
+			stopProfile, err := cf.profile()
+			if err != nil {
+				return err
+			}
+			defer stopProfile()
 			if slots < 1 || slots > cluster.MaxSlots {
 				return fmt.Errorf("--slots is %d: offer 1 to %d slots", slots, cluster.MaxSlots)
 			}

@@ -4,6 +4,8 @@ package cli
 // TaskManagers, and weir run --jobmanager submitting bundled jobs by name.
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -772,9 +774,36 @@ func TestNexmarkReportCluster(t *testing.T) {
 		t.Skip("starts real weir processes")
 	}
 	t.Parallel()
-	stdout, stderr, code := runWeirEnv(t, []string{"TMPDIR=" + t.TempDir()}, "nexmark", "report", "--events", "20000", "--queries", "q0,q3", "--cluster", "2", "--checkpoint-interval", "200ms")
+	profiles := t.TempDir()
+	stdout, stderr, code := runWeirEnv(t, []string{"TMPDIR=" + t.TempDir()}, "nexmark", "report", "--events", "20000", "--queries", "q0,q3", "--cluster", "2", "--checkpoint-interval", "200ms",
+		"--cpu-profile-dir", profiles)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	// --cpu-profile-dir with --cluster: a CPU profile of each process,
+	// written when the cluster stops; the TaskManagers' show the queries'
+	// code, which runs there.
+	for _, name := range []string{"jobmanager.prof", "taskmanager-1.prof", "taskmanager-2.prof"} {
+		f, err := os.Open(filepath.Join(profiles, name))
+		if err != nil {
+			t.Errorf("no CPU profile of the cluster's process: %v", err)
+			continue
+		}
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			f.Close()
+			t.Errorf("%s is not a profile (gzipped protobuf): %v", name, err)
+			continue
+		}
+		data, err := io.ReadAll(zr)
+		f.Close()
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if strings.HasPrefix(name, "taskmanager") && !bytes.Contains(data, []byte("weirstream/weir/nexmark")) {
+			t.Errorf("%s (%d bytes) names no function of the nexmark queries", name, len(data))
+		}
 	}
 	for _, q := range []string{"q0", "q3"} {
 		if !regexp.MustCompile(`(?m)^\| ` + q + ` \| heap \| \d+ K \| \d+ K \|`).MatchString(stdout) {

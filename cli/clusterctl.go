@@ -72,7 +72,7 @@ func newClusterCommand() *cobra.Command {
 				}
 				jmArgs = append(jmArgs, "--scheduler", scheduler)
 			}
-			return clusterStart(stateDir, rpcAddr, restAddr, cfg, tms, slots, wait, jmArgs...)
+			return clusterStart(stateDir, rpcAddr, restAddr, cfg, "", tms, slots, wait, jmArgs...)
 		},
 	}
 	start.Flags().IntVar(&tms, "taskmanagers", 1, "number of TaskManagers")
@@ -98,7 +98,10 @@ func newClusterCommand() *cobra.Command {
 
 // clusterStart starts the JobManager (with jmArgs besides its addresses
 // and --config) and tms TaskManagers.
-func clusterStart(dir, rpcAddr, restAddr, cfg string, tms, slots int, wait time.Duration, jmArgs ...string) error {
+// profileDir, when set, gives every process --cpu-profile
+// DIR/jobmanager.prof or DIR/taskmanager-N.prof (weir nexmark report
+// --cluster --cpu-profile-dir).
+func clusterStart(dir, rpcAddr, restAddr, cfg, profileDir string, tms, slots int, wait time.Duration, jmArgs ...string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("--state-dir: %w", err)
 	}
@@ -131,6 +134,9 @@ func clusterStart(dir, rpcAddr, restAddr, cfg string, tms, slots int, wait time.
 	if cfg != "" {
 		args = append(args, "--config", cfg)
 	}
+	if profileDir != "" {
+		args = append(args, "--cpu-profile", filepath.Join(profileDir, "jobmanager.prof"))
+	}
 	jmLog := filepath.Join(dir, "jobmanager.log")
 	pid, err := spawn(exe, args, jmLog)
 	if err != nil {
@@ -162,6 +168,9 @@ func clusterStart(dir, rpcAddr, restAddr, cfg string, tms, slots int, wait time.
 		args := []string{"taskmanager", "--jobmanager", st.RPCAddress, "--slots", strconv.Itoa(slots)}
 		if cfg != "" {
 			args = append(args, "--config", cfg)
+		}
+		if profileDir != "" {
+			args = append(args, "--cpu-profile", filepath.Join(profileDir, fmt.Sprintf("taskmanager-%d.prof", i+1)))
 		}
 		log := filepath.Join(dir, fmt.Sprintf("taskmanager-%d.log", i+1))
 		pid, err := spawn(exe, args, log)

@@ -439,7 +439,7 @@ exits with an error at the end.`,
 	fl := c.Flags()
 	fl.StringVar(&f.queries, "queries", "all", `comma-separated queries, or "all"`)
 	fl.StringVar(&f.backends, "state-backends", "heap", `comma-separated state backends: heap, pebble`)
-	fl.StringVar(&f.profileDir, "cpu-profile-dir", "", "write a CPU profile of each run to DIR/QUERY-BACKEND.prof (read them with go tool pprof)")
+	fl.StringVar(&f.profileDir, "cpu-profile-dir", "", "write a CPU profile of each run to DIR/QUERY-BACKEND.prof (read them with go tool pprof); with --cluster, one of each process over the whole report instead, DIR/jobmanager.prof and DIR/taskmanager-N.prof, written when the cluster stops")
 	fl.Int64Var(&f.events, "events", 0, "number of events to generate for each run (required)")
 	fl.Float64Var(&f.rate, "rate", nexmark.DefaultRate, "events per second of event time")
 	fl.Int64Var(&f.seed, "seed", 0, "seed of the random draws")
@@ -478,12 +478,19 @@ func runNexmarkReport(cmd *cobra.Command, f nexmarkReportFlags) error {
 	if f.cluster < 0 || f.cluster > 64 {
 		return fmt.Errorf("--cluster is %d: use 1 to 64 TaskManagers, or 0 to run in this process", f.cluster)
 	}
-	if f.cluster > 0 && f.profileDir != "" {
-		return errors.New("--cpu-profile-dir profiles this process: it does not apply to --cluster, whose jobs run in the TaskManagers")
-	}
 	if f.profileDir != "" {
 		if err := os.MkdirAll(f.profileDir, 0o755); err != nil {
 			return fmt.Errorf("cannot create --cpu-profile-dir: %w", err)
+		}
+		if f.cluster > 0 {
+			// The processes write them when the cluster stops: a path
+			// relative to this directory would be theirs too, but say
+			// where they are.
+			abs, err := filepath.Abs(f.profileDir)
+			if err != nil {
+				return fmt.Errorf("--cpu-profile-dir: %w", err)
+			}
+			f.profileDir = abs
 		}
 	}
 	ctx := cmd.Context()
@@ -504,7 +511,7 @@ func runNexmarkReport(cmd *cobra.Command, f nexmarkReportFlags) error {
 	var lc *localCluster
 	if f.cluster > 0 {
 		var err error
-		if lc, err = startLocalCluster(f.cluster, (f.parallelism+f.cluster-1)/f.cluster); err != nil {
+		if lc, err = startLocalCluster(f.cluster, (f.parallelism+f.cluster-1)/f.cluster, f.profileDir); err != nil {
 			return err
 		}
 		defer lc.stop()
@@ -631,12 +638,12 @@ type localCluster struct {
 	slots int
 }
 
-func startLocalCluster(tms, slots int) (*localCluster, error) {
+func startLocalCluster(tms, slots int, profileDir string) (*localCluster, error) {
 	dir, err := os.MkdirTemp("", "weir-nexmark-cluster-")
 	if err != nil {
 		return nil, fmt.Errorf("cannot create the local cluster's state directory: %w", err)
 	}
-	if err := clusterStart(dir, "127.0.0.1:0", "127.0.0.1:0", "", tms, slots, 30*time.Second); err != nil {
+	if err := clusterStart(dir, "127.0.0.1:0", "127.0.0.1:0", "", profileDir, tms, slots, 30*time.Second); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("--cluster: %w", err)
 	}
