@@ -47,11 +47,7 @@ func TestClusterRecordCounts(t *testing.T) {
 		words += n
 	}
 	c := startCluster(t, 2, 1)
-	stdout, stderr, code := runWeir(t, append(wordCountArgs(input, filepath.Join(dir, "out"), filepath.Join(dir, "ck")), "--jobmanager", c.rpc, "--detached")...)
-	id := strings.TrimSpace(stdout)
-	if code != 0 || id == "" {
-		t.Fatalf("weir run --detached: exit %d, stdout %q\nstderr %s", code, stdout, stderr)
-	}
+	id := submitDetached(t, append(wordCountArgs(input, filepath.Join(dir, "out"), filepath.Join(dir, "ck")), "--jobmanager", c.rpc)...)
 	if st := waitJob(t, c.client(""), id, time.Minute, func(s cluster.JobStatus) bool { return s.Terminal() }); st.State != "FINISHED" {
 		t.Fatalf("job ended %+v\n%s", st, c.logs())
 	}
@@ -132,12 +128,8 @@ func TestClusterRecordCountsWhileRunning(t *testing.T) {
 		c.addTaskManager(nil, "--slots", "1", "--metrics-report-interval", "50ms")
 	}
 	c.waitRegistered(2)
-	stdout, stderr, code := runWeir(t, "run", "wordcount", "--repeat-rate", "2000", "--output", filepath.Join(dir, "out"),
-		"--parallelism", "2", "--checkpoint-interval", "200ms", "--checkpoint-dir", filepath.Join(dir, "ck"), "--jobmanager", rpc, "--detached")
-	id := strings.TrimSpace(stdout)
-	if code != 0 || id == "" {
-		t.Fatalf("weir run --detached: exit %d, stdout %q\nstderr %s", code, stdout, stderr)
-	}
+	id := submitDetached(t, "run", "wordcount", "--repeat-rate", "2000", "--output", filepath.Join(dir, "out"),
+		"--parallelism", "2", "--checkpoint-interval", "200ms", "--checkpoint-dir", filepath.Join(dir, "ck"), "--jobmanager", rpc)
 	read := func() (rest.JobStatus, int64) {
 		var job rest.JobDetailsInfo
 		getJSON(t, url+"/jobs/"+id, &job)
@@ -208,12 +200,8 @@ func TestClusterTaskFigures(t *testing.T) {
 		metricsAddr[c.tmIDs[i]] = addr
 	}
 	c.waitRegistered(2)
-	stdout, stderr, code := runWeir(t, "run", "nexmark", "--query", "q5", "--events", "20000", "--parallelism", "2",
-		"--checkpoint-dir", filepath.Join(dir, "ck"), "--jobmanager", rpc, "--detached")
-	id := strings.TrimSpace(stdout)
-	if code != 0 || id == "" {
-		t.Fatalf("weir run --detached: exit %d, stdout %q\nstderr %s", code, stdout, stderr)
-	}
+	id := submitDetached(t, "run", "nexmark", "--query", "q5", "--events", "20000", "--parallelism", "2",
+		"--checkpoint-dir", filepath.Join(dir, "ck"), "--jobmanager", rpc)
 	if st := waitJob(t, c.client(""), id, time.Minute, func(s cluster.JobStatus) bool { return s.Terminal() }); st.State != "FINISHED" {
 		t.Fatalf("job ended %+v\n%s", st, c.logs())
 	}
@@ -367,12 +355,8 @@ func TestClusterWatermarksWhileRunning(t *testing.T) {
 		metricsAddr[c.tmIDs[i]] = addr
 	}
 	c.waitRegistered(2)
-	stdout, stderr, code := runWeir(t, "run", "nexmark", "--query", "q5", "--events", "1000000000", "--parallelism", "2",
-		"--checkpoint-dir", filepath.Join(dir, "ck"), "--jobmanager", rpc, "--detached")
-	id := strings.TrimSpace(stdout)
-	if code != 0 || id == "" {
-		t.Fatalf("weir run --detached: exit %d, stdout %q\nstderr %s", code, stdout, stderr)
-	}
+	id := submitDetached(t, "run", "nexmark", "--query", "q5", "--events", "1000000000", "--parallelism", "2",
+		"--checkpoint-dir", filepath.Join(dir, "ck"), "--jobmanager", rpc)
 	// inputWatermarks are the keyed vertex's (1) subtasks' input
 	// watermarks in REST, while the job runs.
 	inputWatermarks := func() (rest.JobStatus, []int64) {
@@ -442,4 +426,16 @@ func TestClusterWatermarksWhileRunning(t *testing.T) {
 	if st := waitJob(t, c.client(""), id, time.Minute, func(s cluster.JobStatus) bool { return s.Terminal() }); st.State != "CANCELED" {
 		t.Errorf("job ended %+v", st)
 	}
+}
+
+// submitDetached runs weir ARGS (a weir run command) --detached and
+// returns the job id it prints.
+func submitDetached(t *testing.T, args ...string) string {
+	t.Helper()
+	stdout, stderr, code := runWeir(t, append(args, "--detached")...)
+	id := strings.TrimSpace(stdout)
+	if code != 0 || id == "" {
+		t.Fatalf("weir run --detached: exit %d, stdout %q\nstderr %s", code, stdout, stderr)
+	}
+	return id
 }
