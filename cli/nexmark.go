@@ -482,16 +482,6 @@ func runNexmarkReport(cmd *cobra.Command, f nexmarkReportFlags) error {
 		if err := os.MkdirAll(f.profileDir, 0o755); err != nil {
 			return fmt.Errorf("cannot create --cpu-profile-dir: %w", err)
 		}
-		if f.cluster > 0 {
-			// The processes write them when the cluster stops: a path
-			// relative to this directory would be theirs too, but say
-			// where they are.
-			abs, err := filepath.Abs(f.profileDir)
-			if err != nil {
-				return fmt.Errorf("--cpu-profile-dir: %w", err)
-			}
-			f.profileDir = abs
-		}
 	}
 	ctx := cmd.Context()
 	if ctx == nil {

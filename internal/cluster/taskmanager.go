@@ -200,11 +200,16 @@ func (tm *TaskManager) setExecutor(ex *executor) {
 	tm.mu.Unlock()
 }
 
+// executor is the task stream's executor, nil between streams.
+func (tm *TaskManager) executor() *executor {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	return tm.exec
+}
+
 // RunningJobs returns the ids of the jobs with an attempt deployed here.
 func (tm *TaskManager) RunningJobs() []string {
-	tm.mu.Lock()
-	ex := tm.exec
-	tm.mu.Unlock()
+	ex := tm.executor()
 	if ex == nil {
 		return nil
 	}
@@ -252,9 +257,7 @@ func (j TaskManagerJob) Metrics() *metrics.Job { return j.metrics }
 // the next attempt is deployed or the JobManager is lost (then the task
 // stream's jobs are forgotten). Safe to call from any goroutine.
 func (tm *TaskManager) Jobs() []TaskManagerJob {
-	tm.mu.Lock()
-	ex := tm.exec
-	tm.mu.Unlock()
+	ex := tm.executor()
 	if ex == nil {
 		return nil
 	}
