@@ -234,6 +234,7 @@ func (bc *buildCtx) deploy(e *Environment) ([]*runtime.Task, error) {
 				ID: fmt.Sprintf("%d-%d", v.ID, s), Name: v.Name, Subtask: s, Parallelism: v.Parallelism,
 				Doorbell: make(chan struct{}, 1), Cursor: new(runtime.Cursor),
 				Chain: make([]runtime.Chained, len(v.Nodes)), Logger: bc.logger,
+				BufferTimeout: max(bc.opts.BufferTimeout, 0),
 			}
 			if bc.responder != nil {
 				cc := &runtime.CheckpointConfig{Responder: bc.responder, Faults: bc.opts.Checkpointing.faults}

@@ -31,6 +31,18 @@ type Options struct {
 	// Larger batches raise throughput and latency. Default: 1024; range
 	// [1, 1<<20].
 	BatchSize int
+	// BufferTimeout bounds how long a record waits in a partly filled
+	// batch while its task is busy (Flink's
+	// execution.buffer-timeout.interval): this often, a task's writers
+	// send what they hold. A task also sends its partial batches whenever
+	// it runs out of work and before every barrier and watermark, so the
+	// timeout matters only for a task that is never idle: a source that
+	// always has more, or an operator slower than its input. Default 0:
+	// 100 ms, as in Flink; NoBufferTimeout (any negative value) turns it
+	// off (Flink's execution.buffer-timeout.enabled: false); otherwise at
+	// least 1 ms. For Flink's interval 0 (a flush after every record), set
+	// BatchSize to 1.
+	BufferTimeout time.Duration
 	// QueueSize is the number of batches a channel between two subtasks holds
 	// before its sender blocks (backpressure). Default: 4; range [1, 1024].
 	QueueSize int
@@ -95,6 +107,15 @@ type Options struct {
 	// it must return quickly. Default: nil.
 	OnRestore func(RestoreInfo)
 }
+
+// NoBufferTimeout, as Options.BufferTimeout, turns the buffer timeout off:
+// a partly filled batch then waits until it fills, its task is idle, or an
+// event follows it.
+const NoBufferTimeout time.Duration = -1
+
+// DefaultBufferTimeout is the buffer timeout of Options whose BufferTimeout
+// is 0, as in Flink.
+const DefaultBufferTimeout = iruntime.DefaultBufferTimeout
 
 // RestoreInfo says which checkpoint or savepoint a job started from.
 type RestoreInfo struct {
@@ -259,6 +280,9 @@ func (o *Options) EnsureDefaults() {
 	if o.QueueSize == 0 {
 		o.QueueSize = 4
 	}
+	if o.BufferTimeout == 0 {
+		o.BufferTimeout = iruntime.DefaultBufferTimeout
+	}
 	if o.StateBackend == "" {
 		o.StateBackend = "heap"
 	}
@@ -306,6 +330,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("weir: Options.Parallelism %d exceeds Options.MaxParallelism %d", o.Parallelism, o.MaxParallelism)
 	case o.BatchSize < 1 || o.BatchSize > 1<<20:
 		return fmt.Errorf("weir: Options.BatchSize is %d; want 1..1048576 (0 means 1024)", o.BatchSize)
+	case o.BufferTimeout >= 0 && o.BufferTimeout < time.Millisecond:
+		return fmt.Errorf("weir: Options.BufferTimeout is %v; want >= 1ms, or NoBufferTimeout (0 means 100ms)", o.BufferTimeout)
 	case o.QueueSize < 1 || o.QueueSize > 1024:
 		return fmt.Errorf("weir: Options.QueueSize is %d; want 1..1024 (0 means 4)", o.QueueSize)
 	case o.StateBackend != "heap" && o.StateBackend != "pebble":

@@ -433,6 +433,12 @@ func TestRunBadCheckpointFlagsAndConfig(t *testing.T) {
 			"--unaligned needs --max-concurrent-checkpoints 1 (now 3)"},
 		{[]string{"--config", file("uat.yaml", "execution.checkpointing.aligned-checkpoint-timeout: 5 s\n")},
 			"--aligned-checkpoint-timeout 5s needs --unaligned"},
+		{[]string{"--buffer-timeout", "500us"}, "--buffer-timeout is 500µs: use 0 (after every record) or a duration of at least 1ms"},
+		{[]string{"--buffer-timeout", "-1s"}, "--buffer-timeout is -1s: use 0 (after every record) or a duration of at least 1ms"},
+		{[]string{"--config", file("bt.yaml", "execution.buffer-timeout.interval: -1\n")},
+			`bt.yaml:1: execution.buffer-timeout.interval is "-1": use 0 (a flush after every record) or a duration of at least 1 ms`},
+		{[]string{"--config", file("bte.yaml", "execution.buffer-timeout.enabled: sometimes\n")},
+			`bte.yaml:1: execution.buffer-timeout.enabled is "sometimes": use true or false`},
 	} {
 		_, stderr, code := runWeir(t, append([]string{"run", "wordcount", "--output", out}, c.args...)...)
 		wantOneLine(t, strings.Join(c.args, " "), stderr)

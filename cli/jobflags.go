@@ -24,6 +24,38 @@ type checkpointFlags struct {
 	savepointDir  string
 	unaligned     bool
 	alignedTO     time.Duration
+	buffer        bufferFlags
+}
+
+// bufferFlags are the buffer timeout's (weir.Options.BufferTimeout,
+// Flink's execution.buffer-timeout.*), which checkpointFlags register and
+// apply with theirs: every job command has both.
+type bufferFlags struct {
+	timeout time.Duration
+	enabled bool
+}
+
+func (f *bufferFlags) register(c *cobra.Command) {
+	fl := c.Flags()
+	fl.DurationVar(&f.timeout, "buffer-timeout", weir.DefaultBufferTimeout,
+		"a busy task sends its partly filled batches this often (Flink's execution.buffer-timeout.interval); 0: after every record (batches of one record, the least latency and throughput)")
+	fl.BoolVar(&f.enabled, "buffer-timeout-enabled", true,
+		"false: a busy task sends a batch only when it is full (an idle task sends what it has in any case, and so does every task before a barrier or watermark)")
+}
+
+// apply checks the flags and sets them in opts.
+func (f *bufferFlags) apply(opts *weir.Options) error {
+	switch {
+	case !f.enabled:
+		opts.BufferTimeout = weir.NoBufferTimeout
+	case f.timeout == 0:
+		opts.BatchSize, opts.BufferTimeout = 1, weir.NoBufferTimeout
+	case f.timeout < time.Millisecond:
+		return fmt.Errorf("--buffer-timeout is %v: use 0 (after every record) or a duration of at least 1ms, such as 100ms", f.timeout)
+	default:
+		opts.BufferTimeout = f.timeout
+	}
+	return nil
 }
 
 func (f *checkpointFlags) register(c *cobra.Command) {
@@ -37,10 +69,14 @@ func (f *checkpointFlags) register(c *cobra.Command) {
 	fl.BoolVar(&f.unaligned, "unaligned", false, "unaligned checkpoints: barriers overtake the records queued between tasks, which go into the checkpoint (checkpoints complete under backpressure; needs exactly-once and one concurrent checkpoint)")
 	fl.DurationVar(&f.alignedTO, "aligned-checkpoint-timeout", 0, "with --unaligned: start each checkpoint aligned and switch to unaligned once it is this old (0: always unaligned)")
 	fl.StringVar(&f.savepointDir, "savepoint-dir", "", "default directory or storage URL of savepoints (weir savepoint and weir stop without --dir)")
+	f.buffer.register(c)
 }
 
-// apply checks the flags and sets them in opts.
+// apply checks the flags (the buffer timeout's too) and sets them in opts.
 func (f *checkpointFlags) apply(opts *weir.Options) error {
+	if err := f.buffer.apply(opts); err != nil {
+		return err
+	}
 	c := &opts.Checkpointing
 	switch f.mode {
 	case "exactly-once":

@@ -223,3 +223,38 @@ func TestWordCountBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestRunBufferTimeoutSettings: each setting of the buffer timeout, by flag
+// and by Flink's keys in --config, runs wordcount to the same exact result
+// (0 sends batches of one record).
+func TestRunBufferTimeoutSettings(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	input := wordsInput(t, dir, 3000)
+	text, err := os.ReadFile(input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := wordTotals(string(text))
+	conf := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for i, args := range [][]string{
+		{"--buffer-timeout", "0"},
+		{"--buffer-timeout", "5ms"},
+		{"--buffer-timeout-enabled=false"},
+		{"--config", conf("zero.yaml", "execution.buffer-timeout.interval: 0\n")},
+		{"--config", conf("off.yaml", "execution:\n  buffer-timeout:\n    enabled: false\n    interval: 10 ms\n")},
+	} {
+		out := filepath.Join(dir, fmt.Sprint("out", i))
+		_, stderr, code := runWeir(t, append([]string{"run", "wordcount", "--input", input, "--output", out, "--parallelism", "2"}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		checkWordCountOutput(t, out, want)
+	}
+}

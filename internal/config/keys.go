@@ -89,6 +89,11 @@ var Keys = []Key{
 	{Name: "execution.checkpointing.aligned-checkpoint-timeout", Flag: "aligned-checkpoint-timeout", Kind: Duration,
 		Min: 0, ZeroOK: true,
 		Accepts: "0 (always unaligned) or a positive duration, such as 30s"},
+	{Name: "execution.buffer-timeout.interval", Flag: "buffer-timeout", Kind: Duration,
+		Min: int64(time.Millisecond), ZeroOK: true,
+		Accepts: "0 (a flush after every record) or a duration of at least 1 ms, such as 100 ms"},
+	{Name: "execution.buffer-timeout.enabled", Flag: "buffer-timeout-enabled", Kind: Bool,
+		Accepts: "true or false"},
 	{Name: "execution.checkpointing.savepoint-dir", Flag: "savepoint-dir", Kind: String,
 		Accepts: "a directory or a storage URL (file:///path, s3://bucket/prefix)"},
 

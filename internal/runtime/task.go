@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirstream/weir/connector"
@@ -69,6 +70,11 @@ type TaskConfig struct {
 	// Metrics receives the task's figures; nil gives the task metrics of
 	// its own (see Task.Metrics).
 	Metrics *metrics.Task
+	// BufferTimeout is how long a record may wait in a partly filled
+	// batch of the task's writers while the task is busy (flusher.go).
+	// 0: no timed flush (batches go when full, when the task is idle, or
+	// before an event).
+	BufferTimeout time.Duration
 }
 
 // Task runs one subtask of a vertex.
@@ -103,6 +109,10 @@ type Task struct {
 	// mailBell is rung after each mail is posted: a source task waiting
 	// for room in its outputs wakes up for it.
 	mailBell chan struct{}
+	// flushTicks counts the buffer timeout's ticks; flushers are the
+	// writers that watch them (flusher.go).
+	flushTicks atomic.Uint64
+	flushers   []timedFlusher
 }
 
 // NewTask creates a task; it starts nothing until Run.
@@ -192,6 +202,7 @@ func (t *Task) Run(ctx context.Context) (err error) {
 		return err
 	}
 	t.cfg.Metrics.SetStatus(metrics.Running, time.Now())
+	t.startFlusher()
 	// Restored output channel state goes out before anything new.
 	for _, w := range t.cfg.Writers {
 		if cw, ok := w.(ChannelStateWriter); ok {
@@ -336,6 +347,7 @@ func (t *Task) runSource(ctx context.Context) error {
 		if err != nil {
 			return t.opError(0, err)
 		}
+		t.flushIfTicked()
 		t.cfg.Metrics.Publish()
 		if t.cfg.CountRecords {
 			if rc, ok := src.(RecordCounter); ok {
@@ -612,6 +624,7 @@ func (t *Task) runInputs(ctx context.Context) error {
 			}
 		}
 		start++
+		t.flushIfTicked()
 		t.cfg.Metrics.Publish()
 		if remaining == 0 {
 			// Mail sent before the end of input reached us (the final

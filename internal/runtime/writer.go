@@ -148,6 +148,10 @@ type RecordWriter[T any] struct {
 	// sent to i later. nil until first used.
 	backlog       [][]envelope[T]
 	deferBlocking bool
+	// flushTicks counts the ticks of the task's buffer timeout (nil:
+	// none); flushSeen is the tick of the last timed flush (flusher.go).
+	flushTicks *atomic.Uint64
+	flushSeen  uint64
 }
 
 // WriterOptions configure a RecordWriter.
@@ -247,6 +251,8 @@ func (w *RecordWriter[T]) append(i int, rec T, ts int64) {
 	w.bufs[i] = b
 	if len(b) >= w.batchSize {
 		w.flush(i)
+	} else if w.flushTicks != nil && w.flushTicks.Load() != w.flushSeen {
+		w.flushIfTicked()
 	}
 }
 
