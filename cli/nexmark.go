@@ -483,6 +483,12 @@ func runNexmarkReport(cmd *cobra.Command, f nexmarkReportFlags) error {
 			return fmt.Errorf("cannot create --cpu-profile-dir: %w", err)
 		}
 	}
+	if f.ckptDir != "" {
+		// Each run's storage is a new directory under it.
+		if err := os.MkdirAll(f.ckptDir, 0o755); err != nil {
+			return fmt.Errorf("cannot create --checkpoint-dir: %w", err)
+		}
+	}
 	ctx := cmd.Context()
 	if ctx == nil {
 		ctx = context.Background()

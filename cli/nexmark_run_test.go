@@ -98,9 +98,16 @@ func TestNexmarkRunInputOutput(t *testing.T) {
 
 func TestNexmarkReport(t *testing.T) {
 	profiles := t.TempDir()
-	stdout, stderr, code := runWeir(t, "nexmark", "report", "--events", "5000", "--queries", "q0,q3", "--checkpoint-interval", "1s", "--cpu-profile-dir", profiles)
+	// A --checkpoint-dir that does not exist yet is created; each run's
+	// storage under it is removed after the run.
+	ck := filepath.Join(t.TempDir(), "not", "yet")
+	stdout, stderr, code := runWeir(t, "nexmark", "report", "--events", "5000", "--queries", "q0,q3", "--checkpoint-interval", "1s", "--cpu-profile-dir", profiles,
+		"--checkpoint-dir", ck)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if left, err := os.ReadDir(ck); err != nil || len(left) != 0 {
+		t.Errorf("--checkpoint-dir %s after the report: %v, %d entries left; want it created and empty", ck, err, len(left))
 	}
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	var table []string
