@@ -12,10 +12,11 @@ import (
 )
 
 // writeCache is a bounded write-back cache of database entries in front of
-// the database, shared by the value, map, reducing and aggregating states
-// of a backend (lists append with merge operands and bypass it). A state's
-// point reads and writes (core.getRaw, core.set, core.delete and the
-// staged writes of a map) hit the cache; a write only marks its entry
+// the database, shared by every state of a backend. A state's point reads
+// and writes (core.getRaw, core.set, core.delete and the staged writes of
+// a map or a list) hit the cache; a list's append extends its cached value
+// in place (extend), and goes to the database as a merge operand, without
+// a read, only when the cache does not know the list; a write only marks its entry
 // dirty, and dirty entries reach the database in a batch when they are
 // evicted or flushed. A hot key is then read and written in memory, and
 // reaches the database once per flush instead of once per record: the
@@ -224,6 +225,34 @@ func (w *writeCache) write(id uint64, key, value []byte, present bool) error {
 	w.assign(e, value, present)
 	w.markDirty(uint32(i))
 	return w.evictIfFull()
+}
+
+// extend appends tail to the value of key (a list's chunks, which the
+// database's merge operator would concatenate) when the cache knows the
+// key: it is cached (absent: tail becomes its value), or the filter of the
+// keys written back says the database lacks it. ok is false when the cache
+// does not know the key: the caller then merges tail in the database. The
+// value grows in place, so appending to a cached list costs its tail, not
+// its length. The error is that of a write-back by eviction.
+func (w *writeCache) extend(id uint64, key, tail []byte) (ok bool, err error) {
+	i, slot, h := w.lookup(key)
+	if i < 0 {
+		if w.written == nil || w.written.mayContain(h) {
+			return false, nil
+		}
+		i = w.insert(id, key, slot, h)
+	}
+	e := &w.entries[i]
+	e.ref = true
+	if !e.present {
+		w.assign(e, tail, true)
+	} else {
+		w.size -= int64(cap(e.kv))
+		e.kv = append(e.kv, tail...)
+		w.size += int64(cap(e.kv))
+	}
+	w.markDirty(uint32(i))
+	return true, w.evictIfFull()
 }
 
 // forget drops the entry of key, if cached, without writing it back: the

@@ -183,7 +183,7 @@ func (l listCore[K, N, T]) Update(vs []T) {
 	}
 	c.ybuf = appendChunk(c.ybuf[:0], len(vs), c.xbuf)
 	c.setHeader(gk)
-	_ = c.batch.Set(c.subKey(gk, nil), c.ybuf, nil)
+	c.stageSet(c.subKey(gk, nil), c.ybuf)
 	c.commit()
 }
 
@@ -225,10 +225,23 @@ func (s *NamespacedListState[K, N, T]) MergeNamespaces(target N, sources ...N) {
 	}
 }
 
-// appendChunks writes the header of group gk and merges chunks into its
-// list.
+// appendChunks writes the header of group gk and appends chunks to its
+// list: in the write-back cache when it knows the list (cached, or
+// certainly absent from the database), else with a merge operand in the
+// database, without reading the list.
 func (c *core[K, N]) appendChunks(gk, chunks []byte) {
 	c.setHeader(gk)
-	_ = c.batch.Merge(c.subKey(gk, nil), chunks, nil)
+	sub := c.subKey(gk, nil)
+	if c.cache != nil {
+		ok, err := c.cache.extend(c.id, sub, chunks)
+		if err != nil {
+			c.fail("write back", err)
+		}
+		if ok {
+			c.commit()
+			return
+		}
+	}
+	_ = c.batch.Merge(sub, chunks, nil)
 	c.commit()
 }

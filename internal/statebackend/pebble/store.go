@@ -99,9 +99,7 @@ func newCore[K comparable, N comparable](b *Backend[K], info format.StateInfo, n
 	}
 	c.id = id
 	c.batch = b.db.NewBatch()
-	if info.Kind != format.KindList {
-		c.cache = b.cache
-	}
+	c.cache = b.cache
 	return c, nil
 }
 
