@@ -42,7 +42,7 @@ func TestOptions(t *testing.T) {
 	}
 	var o Options
 	o.EnsureDefaults()
-	if o.CacheSize != 64<<20 || o.MemTableSize != 8<<20 || o.FS == nil || o.OnError == nil || o.Logger == nil {
+	if o.CacheSize != 64<<20 || o.MemTableSize != 64<<20 || o.FS == nil || o.OnError == nil || o.Logger == nil {
 		t.Errorf("defaults = %+v", o)
 	}
 }

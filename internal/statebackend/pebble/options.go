@@ -42,7 +42,12 @@ type Options struct {
 	WriteCacheSize int64
 	// MemTableSize is the size in bytes of the in-memory table that takes
 	// writes before they are flushed to a file. Up to two may exist at once
-	// (one being flushed). Must be in [64 KiB, 4 GiB). Default: 8 MiB.
+	// (one being flushed); pebble starts a database's first memtables
+	// small and doubles them up to this size, so a small state does not
+	// pay for it. Must be in [64 KiB, 4 GiB). Default: 64 MiB, RocksDB's
+	// write buffer (and so Flink's): a larger memtable absorbs more writes
+	// before each flush, and fewer flushes mean fewer compactions (8 MiB
+	// cost Nexmark q16 a third of its speed in compactions, BENCHMARKS.md).
 	MemTableSize uint64
 	// FS is the file system the backend keeps its files in: the seam for
 	// in-memory (vfs.NewMem) and fault-injecting (errorfs) tests.
@@ -94,7 +99,7 @@ func WithTTL(c state.TTLConfig) Option {
 // Defaults of Options.
 const (
 	DefaultCacheSize    = 64 << 20
-	DefaultMemTableSize = 8 << 20
+	DefaultMemTableSize = 64 << 20
 
 	minMemTableSize = 64 << 10
 	maxMemTableSize = 4 << 30
