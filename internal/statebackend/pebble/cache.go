@@ -14,11 +14,11 @@ import (
 // writeCache is a bounded write-back cache of database entries in front of
 // the database, shared by every state of a backend. A state's point reads
 // and writes (core.getRaw, core.set, core.delete and the staged writes of
-// a map or a list) hit the cache; a list's append extends its cached value
-// in place (extend), and goes to the database as a merge operand, without
-// a read, only when the cache does not know the list; a write only marks its entry
-// dirty, and dirty entries reach the database in a batch when they are
-// evicted or flushed. A hot key is then read and written in memory, and
+// a map or a list) hit the cache; a list's append extends its cached
+// value in place (extend), and goes to the database as a merge operand,
+// without a read, only when the cache does not know the list. A write only
+// marks its entry dirty, and dirty entries reach the database in a batch
+// when they are evicted or flushed. A hot key is then read and written in memory, and
 // reaches the database once per flush instead of once per record: the
 // cost that left the pebble Nexmark queries below target (BENCHMARKS.md
 // §7b) was per-record point reads and writes and the compactions the
