@@ -29,6 +29,9 @@ func TestOptions(t *testing.T) {
 		{"negative cache", Options{Dir: "x", CacheSize: -1}, "Options.CacheSize is -1"},
 		{"tiny memtable", Options{Dir: "x", MemTableSize: 1 << 10}, "Options.MemTableSize is 1024; it must be in [65536, 4294967296)"},
 		{"huge memtable", Options{Dir: "x", MemTableSize: 4 << 30}, "Options.MemTableSize is 4294967296"},
+		{"memtables fill the cache", Options{Dir: "x", MemTableSize: 64 << 20}, "two memtables, which pebble charges to the block cache, would leave no room for blocks"},
+		{"memtables and a small cache", Options{Dir: "x", CacheSize: 16 << 20}, "Options.MemTableSize is 33554432 and Options.CacheSize 16777216"},
+		{"small memtables, small cache", Options{Dir: "x", CacheSize: 16 << 20, MemTableSize: 4 << 20}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -42,7 +45,7 @@ func TestOptions(t *testing.T) {
 	}
 	var o Options
 	o.EnsureDefaults()
-	if o.CacheSize != 64<<20 || o.MemTableSize != 64<<20 || o.FS == nil || o.OnError == nil || o.Logger == nil {
+	if o.CacheSize != 128<<20 || o.MemTableSize != 32<<20 || o.FS == nil || o.OnError == nil || o.Logger == nil {
 		t.Errorf("defaults = %+v", o)
 	}
 }

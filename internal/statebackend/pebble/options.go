@@ -23,8 +23,10 @@ type Options struct {
 	// local disk. Required.
 	Dir string
 	// CacheSize is the size in bytes of the backend's block cache: the
-	// uncompressed blocks of the database's files that reads keep in memory.
-	// Ignored when Cache is set. Default: 64 MiB.
+	// uncompressed blocks of the database's files that reads keep in
+	// memory, and the memtables, which pebble charges to it (up to two of
+	// MemTableSize). Ignored when Cache is set. Default: 128 MiB (64 MiB
+	// for blocks when both memtables are full).
 	CacheSize int64
 	// Cache, when set, is a block cache shared with other backends (made
 	// with NewCache; each backend takes its own reference, so the creator
@@ -42,12 +44,14 @@ type Options struct {
 	WriteCacheSize int64
 	// MemTableSize is the size in bytes of the in-memory table that takes
 	// writes before they are flushed to a file. Up to two may exist at once
-	// (one being flushed); pebble starts a database's first memtables
-	// small and doubles them up to this size, so a small state does not
-	// pay for it. Must be in [64 KiB, 4 GiB). Default: 64 MiB, RocksDB's
-	// write buffer (and so Flink's): a larger memtable absorbs more writes
-	// before each flush, and fewer flushes mean fewer compactions (8 MiB
-	// cost Nexmark q16 a third of its speed in compactions, BENCHMARKS.md).
+	// (one being flushed), charged to the block cache; pebble starts a
+	// database's first memtables small and doubles them up to this size,
+	// so a small state does not pay for it. Must be in [64 KiB, 4 GiB).
+	// Default: 32 MiB: a larger memtable absorbs more writes before each
+	// flush, and fewer flushes mean fewer compactions (with 8 MiB, Nexmark
+	// q16 spent 42% of its CPU in compactions; BENCHMARKS.md). Keep two of
+	// them well below CacheSize: a cache the memtables fill reads every
+	// block from disk (64 MiB memtables in a 64 MiB cache halved q5).
 	MemTableSize uint64
 	// FS is the file system the backend keeps its files in: the seam for
 	// in-memory (vfs.NewMem) and fault-injecting (errorfs) tests.
@@ -98,8 +102,8 @@ func WithTTL(c state.TTLConfig) Option {
 
 // Defaults of Options.
 const (
-	DefaultCacheSize    = 64 << 20
-	DefaultMemTableSize = 64 << 20
+	DefaultCacheSize    = 128 << 20
+	DefaultMemTableSize = 32 << 20
 
 	minMemTableSize = 64 << 10
 	maxMemTableSize = 4 << 30
@@ -144,6 +148,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("pebble backend: Options.CacheSize is %d; it must be positive (0 for the default, %d)", o.CacheSize, DefaultCacheSize)
 	case o.MemTableSize < minMemTableSize || o.MemTableSize >= maxMemTableSize:
 		return fmt.Errorf("pebble backend: Options.MemTableSize is %d; it must be in [%d, %d) (0 for the default, %d)", o.MemTableSize, minMemTableSize, uint64(maxMemTableSize), DefaultMemTableSize)
+	case o.Cache == nil && 2*int64(o.MemTableSize) >= o.CacheSize:
+		return fmt.Errorf("pebble backend: Options.MemTableSize is %d and Options.CacheSize %d: two memtables, which pebble charges to the block cache, would leave no room for blocks and every read would go to disk; make CacheSize more than twice MemTableSize", o.MemTableSize, o.CacheSize)
 	}
 	return nil
 }
