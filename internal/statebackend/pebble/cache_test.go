@@ -25,7 +25,12 @@ var everyGroup = keygroup.Range{Start: 0, End: maxPar}
 // value for the value state s (id) of key k.
 func inDB(t *testing.T, b *Backend[string], id uint64, k string) bool {
 	t.Helper()
-	key := appendEntryKey(nil, groupOf(codec.String(), k), id, codec.String().Append(nil, k))
+	return dbHas(t, b, appendEntryKey(nil, groupOf(codec.String(), k), id, codec.String().Append(nil, k)))
+}
+
+// dbHas reports whether the database itself holds key.
+func dbHas(t *testing.T, b *Backend[string], key []byte) bool {
+	t.Helper()
 	_, closer, err := b.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return false
@@ -464,16 +469,7 @@ func TestWriteCacheSkipsRewrites(t *testing.T) {
 // holds the list of key k of the list state id (its one sub-entry).
 func listInDB(t *testing.T, b *Backend[string], id uint64, k string) bool {
 	t.Helper()
-	key := appendEntryKey(nil, groupOf(codec.String(), k), id, codec.String().Append(nil, k))
-	_, closer, err := b.db.Get(append(key, subMark))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return false
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	closer.Close()
-	return true
+	return dbHas(t, b, append(appendEntryKey(nil, groupOf(codec.String(), k), id, codec.String().Append(nil, k)), subMark))
 }
 
 // TestWriteCacheLists: a list's appends stay in the cache (a new list,
