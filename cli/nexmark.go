@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -414,6 +416,7 @@ type nexmarkReportFlags struct {
 	backends   string
 	profileDir string
 	cluster    int
+	runs       int
 }
 
 func newNexmarkReportCommand() *cobra.Command {
@@ -428,9 +431,13 @@ CPU core beside Flink's published per-core figures, with the checkpoints
 taken. With --checkpoint-interval, checkpoints are exactly-once and written
 to a temporary directory (or under --checkpoint-dir), removed after each run.
 A run that fails gets a row saying why, the others go on, and the command
-exits with an error at the end.`,
+exits with an error at the end. With --runs N, each query runs N times on
+each backend and its row is the median run by events/s per core (for an
+even N the lower of the two middle runs), with every run's figure in a last
+column: single runs of the stateful queries spread by 20% and more.`,
 		Example: `  weir nexmark report --events 10000000 --checkpoint-interval 10s --state-backends heap,pebble
-  weir nexmark report --events 1000000 --queries q0,q1,q3`,
+  weir nexmark report --events 1000000 --queries q0,q1,q3
+  weir nexmark report --events 10000000 --queries q15,q16 --runs 5 --cluster 2 --state-backends pebble`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runNexmarkReport(cmd, f)
@@ -439,11 +446,12 @@ exits with an error at the end.`,
 	fl := c.Flags()
 	fl.StringVar(&f.queries, "queries", "all", `comma-separated queries, or "all"`)
 	fl.StringVar(&f.backends, "state-backends", "heap", `comma-separated state backends: heap, pebble`)
-	fl.StringVar(&f.profileDir, "cpu-profile-dir", "", "write a CPU profile of each run to DIR/QUERY-BACKEND.prof (read them with go tool pprof); with --cluster, one of each process over the whole report instead, DIR/jobmanager.prof and DIR/taskmanager-N.prof, written when the cluster stops")
+	fl.StringVar(&f.profileDir, "cpu-profile-dir", "", "write a CPU profile of each run to DIR/QUERY-BACKEND.prof (QUERY-BACKEND-N.prof with --runs; read them with go tool pprof); with --cluster, one of each process over the whole report instead, DIR/jobmanager.prof and DIR/taskmanager-N.prof, written when the cluster stops")
 	fl.Int64Var(&f.events, "events", 0, "number of events to generate for each run (required)")
 	fl.Float64Var(&f.rate, "rate", nexmark.DefaultRate, "events per second of event time")
 	fl.Int64Var(&f.seed, "seed", 0, "seed of the random draws")
 	fl.IntVar(&f.cluster, "cluster", 0, "run each query on a local cluster of this many TaskManagers (child processes, with a JobManager; weir cluster start's), submitted as weir run nexmark --jobmanager, and count the CPU of every process (default 0: in this process)")
+	fl.IntVar(&f.runs, "runs", 1, "run each query this many times on each backend and report the median run by events/s per core, with every run's figure")
 	addNexmarkJobFlags(fl, &f.nexmarkRunFlags)
 	fl.Lookup("state-backend").Hidden = true
 	fl.Lookup("restore").Hidden = true
@@ -474,6 +482,9 @@ func runNexmarkReport(cmd *cobra.Command, f nexmarkReportFlags) error {
 	}
 	if _, _, err := nexmarkSource(cmd, &f.nexmarkRunFlags); err != nil {
 		return err
+	}
+	if f.runs < 1 || f.runs > 100 {
+		return fmt.Errorf("--runs is %d: use 1 to 100 runs per query", f.runs)
 	}
 	if f.cluster < 0 || f.cluster > 64 {
 		return fmt.Errorf("--cluster is %d: use 1 to 64 TaskManagers, or 0 to run in this process", f.cluster)
@@ -519,45 +530,26 @@ func runNexmarkReport(cmd *cobra.Command, f nexmarkReportFlags) error {
 			f.cluster, lc.slots)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| query | state | events/s | events/s per core | Flink V1 per core | Flink V2 per core | weir / Flink V2 | wall | CPU | rows | checkpoints (n, p50, max, size) |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	header, rule := "| query | state | events/s | events/s per core | Flink V1 per core | Flink V2 per core | weir / Flink V2 | wall | CPU | rows | checkpoints (n, p50, max, size) |",
+		"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+	if f.runs > 1 {
+		fmt.Fprintf(w, "Each query ran %d times; its row is the median run by events/s per core, the last column every run's events/s per core in the order they ran.\n\n", f.runs)
+		header, rule = header+" runs: events/s per core |", rule+"---|"
+	}
+	fmt.Fprintln(w, header)
+	fmt.Fprintln(w, rule)
 	var failed []string
 	for _, q := range qs {
 		for _, backend := range backends {
-			run := f.nexmarkRunFlags
-			run.backend = backend
-			opts, err := run.jobOptions()
-			if err != nil {
-				return err
-			}
-			dir, err := os.MkdirTemp(f.ckptDir, "weir-nexmark-report-")
-			if err != nil {
-				return fmt.Errorf("cannot create a checkpoint directory: %w", err)
-			}
-			opts.Checkpointing.Storage = dir
-			if lc != nil {
-				res, err := lc.run(ctx, q.Name, run, dir)
-				os.RemoveAll(dir)
-				if ctx.Err() != nil {
-					return fmt.Errorf("nexmark report interrupted during %s on %s", q.Name, backend)
+			var results []queries.Result
+			var err error
+			for i := range f.runs {
+				var res queries.Result
+				if res, err = runReportQuery(ctx, cmd, f, lc, q, backend, i); err != nil {
+					break
 				}
-				if err != nil {
-					failed = append(failed, q.Name+" on "+backend)
-					fmt.Fprintf(w, "| %s | %s | failed: %s |\n", q.Name, backend, strings.ReplaceAll(err.Error(), "|", "/"))
-					continue
-				}
-				fmt.Fprintln(w, reportRow(res, backend))
-				continue
+				results = append(results, res)
 			}
-			src, events, _ := nexmarkSource(cmd, &run)
-			stopProfile, err := startProfile(f.profileDir, q.Name+"-"+backend+".prof")
-			if err != nil {
-				os.RemoveAll(dir)
-				return err
-			}
-			res, err := queries.Run(ctx, queries.RunOptions{Query: q, Source: src, Events: events, Env: opts})
-			stopProfile()
-			os.RemoveAll(dir)
 			if ctx.Err() != nil {
 				return fmt.Errorf("nexmark report interrupted during %s on %s", q.Name, backend)
 			}
@@ -568,13 +560,63 @@ func runNexmarkReport(cmd *cobra.Command, f nexmarkReportFlags) error {
 				fmt.Fprintf(w, "| %s | %s | failed: %s |\n", q.Name, backend, strings.ReplaceAll(err.Error(), "|", "/"))
 				continue
 			}
-			fmt.Fprintln(w, reportRow(res, backend))
+			row := reportRow(medianRun(results), backend)
+			if f.runs > 1 {
+				var each []string
+				for _, r := range results {
+					each = append(each, kilo(r.EventsPerCore()))
+				}
+				row += " " + strings.Join(each, ", ") + " |"
+			}
+			fmt.Fprintln(w, row)
 		}
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("nexmark report: %d runs failed (%s); their rows say why", len(failed), strings.Join(failed, ", "))
 	}
 	return nil
+}
+
+// runReportQuery runs query q once on backend for weir nexmark report: on
+// the local cluster lc when there is one, in this process otherwise, with
+// its checkpoints in a new directory that is removed after the run. Its
+// profile, in this process, is QUERY-BACKEND.prof, or QUERY-BACKEND-N.prof
+// for run N (from 1) of several.
+func runReportQuery(ctx context.Context, cmd *cobra.Command, f nexmarkReportFlags, lc *localCluster, q queries.Query, backend string, i int) (queries.Result, error) {
+	run := f.nexmarkRunFlags
+	run.backend = backend
+	opts, err := run.jobOptions()
+	if err != nil {
+		return queries.Result{}, err
+	}
+	dir, err := os.MkdirTemp(f.ckptDir, "weir-nexmark-report-")
+	if err != nil {
+		return queries.Result{}, fmt.Errorf("cannot create a checkpoint directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	opts.Checkpointing.Storage = dir
+	if lc != nil {
+		return lc.run(ctx, q.Name, run, dir)
+	}
+	src, events, _ := nexmarkSource(cmd, &run)
+	name := q.Name + "-" + backend
+	if f.runs > 1 {
+		name += fmt.Sprintf("-%d", i+1)
+	}
+	stopProfile, err := startProfile(f.profileDir, name+".prof")
+	if err != nil {
+		return queries.Result{}, err
+	}
+	defer stopProfile()
+	return queries.Run(ctx, queries.RunOptions{Query: q, Source: src, Events: events, Env: opts})
+}
+
+// medianRun is the run of rs with the median events/s per core; of an even
+// number of runs, the lower of the two middle ones.
+func medianRun(rs []queries.Result) queries.Result {
+	sorted := slices.Clone(rs)
+	slices.SortStableFunc(sorted, func(a, b queries.Result) int { return cmp.Compare(a.EventsPerCore(), b.EventsPerCore()) })
+	return sorted[(len(sorted)-1)/2]
 }
 
 // startProfile starts a CPU profile into dir/name, when dir is set, and

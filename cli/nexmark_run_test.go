@@ -2,8 +2,11 @@ package cli
 
 import (
 	"encoding/csv"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -190,5 +193,63 @@ func TestNexmarkRunBadInput(t *testing.T) {
 	}
 	if _, stderr, code := runWeir(t, "nexmark", "report", "--events", "10", "--queries", "q0,q42"); code == 0 || !strings.Contains(stderr, `unknown query "q42"`) {
 		t.Errorf("report with an unknown query: exit %d, stderr %q", code, stderr)
+	}
+	for _, runs := range []string{"0", "-2", "101"} {
+		if _, stderr, code := runWeir(t, "nexmark", "report", "--events", "10", "--queries", "q0", "--runs", runs); code == 0 || !strings.Contains(stderr, "--runs is "+runs) {
+			t.Errorf("report --runs %s: exit %d, stderr %q", runs, code, stderr)
+		}
+	}
+}
+
+// TestNexmarkReportRuns: with --runs 3 each query runs three times, its
+// row is the median run by events/s per core (its figure is the middle of
+// the three listed in the last column), and each run leaves its profile.
+func TestNexmarkReportRuns(t *testing.T) {
+	profiles := t.TempDir()
+	stdout, stderr, code := runWeir(t, "nexmark", "report", "--events", "20000", "--queries", "q1,q3", "--runs", "3", "--cpu-profile-dir", profiles)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var table [][]string
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		if strings.HasPrefix(l, "|") {
+			cells := strings.Split(strings.Trim(l, "|"), "|")
+			for i := range cells {
+				cells[i] = strings.TrimSpace(cells[i])
+			}
+			table = append(table, cells)
+		}
+	}
+	if len(table) != 4 || table[0][len(table[0])-1] != "runs: events/s per core" {
+		t.Fatalf("want a header ending in the runs' column, a rule and two rows:\n%s", stdout)
+	}
+	perCore := func(cell string) float64 {
+		v, err := strconv.ParseFloat(strings.TrimSuffix(cell, " K"), 64)
+		if err != nil {
+			t.Fatalf("figure %q: %v\n%s", cell, err, stdout)
+		}
+		return v
+	}
+	for i, q := range []string{"q1", "q3"} {
+		row := table[2+i]
+		if row[0] != q || len(row) != len(table[0]) {
+			t.Fatalf("row %d: %q, want %s's with every column", i, row, q)
+		}
+		var runs []float64
+		for _, c := range strings.Split(row[len(row)-1], ", ") {
+			runs = append(runs, perCore(c))
+		}
+		if len(runs) != 3 {
+			t.Fatalf("%s: runs column %q, want three figures", q, row[len(row)-1])
+		}
+		slices.Sort(runs)
+		if got := perCore(row[3]); got != runs[1] {
+			t.Errorf("%s: events/s per core %v, want the median of %v", q, got, runs)
+		}
+		for n := 1; n <= 3; n++ {
+			if fi, err := os.Stat(filepath.Join(profiles, fmt.Sprintf("%s-heap-%d.prof", q, n))); err != nil || fi.Size() == 0 {
+				t.Errorf("profile of run %d of %s: %v", n, q, err)
+			}
+		}
 	}
 }
