@@ -226,7 +226,8 @@ func TestWordCountBadInput(t *testing.T) {
 
 // TestRunBufferTimeoutSettings: each setting of the buffer timeout, by flag
 // and by Flink's keys in --config, runs wordcount to the same exact result
-// (0 sends batches of one record).
+// (0 sends batches of one record), in local mode and on a cluster of two
+// TaskManagers (the TaskManagers build the job from the same flags).
 func TestRunBufferTimeoutSettings(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -254,6 +255,29 @@ func TestRunBufferTimeoutSettings(t *testing.T) {
 		_, stderr, code := runWeir(t, append([]string{"run", "wordcount", "--input", input, "--output", out, "--parallelism", "2"}, args...)...)
 		if code != 0 {
 			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		checkWordCountOutput(t, out, want)
+	}
+	if testing.Short() {
+		return
+	}
+	// On a cluster of two TaskManagers of one slot each, where the
+	// shuffle crosses TCP between the processes: every record its own
+	// batch (--buffer-timeout 0), a short timeout, and no timeout, each
+	// from a flag or the job's --config.
+	c := startCluster(t, 2, 1)
+	for i, args := range [][]string{
+		{"--buffer-timeout", "0"},
+		{"--buffer-timeout", "1ms"},
+		{"--config", conf("zero-cluster.yaml", "execution.buffer-timeout.interval: 0\n")},
+		{"--buffer-timeout-enabled=false", "--checkpoint-interval", "50ms"},
+	} {
+		out := filepath.Join(dir, fmt.Sprint("cluster-out", i))
+		// A cluster's checkpoint storage is a path every process shares.
+		_, stderr, code := runWeir(t, append([]string{"run", "wordcount", "--input", input, "--output", out, "--parallelism", "2", "--jobmanager", c.rpc,
+			"--checkpoint-dir", filepath.Join(dir, fmt.Sprint("cluster-ck", i))}, args...)...)
+		if code != 0 {
+			t.Fatalf("on the cluster, %v: exit %d: %s\n%s", args, code, stderr, c.logs())
 		}
 		checkWordCountOutput(t, out, want)
 	}
