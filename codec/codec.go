@@ -23,3 +23,17 @@ type Codec[T any] interface {
 type AliasDecoder[T any] interface {
 	DecodeAlias(src []byte) (v T, n int, err error)
 }
+
+// PointerCodec is implemented by codecs that encode from and decode into
+// memory the caller holds, without copying the value on the way:
+// AppendFrom(dst, &v) is Append(dst, v), and DecodeInto(src, &v) stores in
+// v what Decode(src) returns (on an error, v is left zero). For a large
+// value (a struct of many fields, an array) that saves the copies a call
+// by value makes; the network data plane encodes from its callers' slices
+// and decodes into its batches with them. Of's codecs of structs, arrays,
+// slices, maps and pointers implement it (those of scalars and strings,
+// small by value, do not).
+type PointerCodec[T any] interface {
+	AppendFrom(dst []byte, v *T) []byte
+	DecodeInto(src []byte, v *T) (n int, err error)
+}

@@ -118,6 +118,24 @@ func (r reflectCodec[T]) Decode(src []byte) (v T, n int, err error) {
 	return v, n, nil
 }
 
+// AppendFrom is Append of *v (PointerCodec).
+func (r reflectCodec[T]) AppendFrom(dst []byte, v *T) []byte {
+	return r.c.appendAt(dst, unsafe.Pointer(v))
+}
+
+// DecodeInto is Decode into *v (PointerCodec): v is zeroed first, so that
+// nothing of an earlier value stays in it, and left zero on an error.
+func (r reflectCodec[T]) DecodeInto(src []byte, v *T) (int, error) {
+	var zero T
+	*v = zero
+	n, err := r.c.decodeAt(src, unsafe.Pointer(v))
+	if err != nil {
+		*v = zero
+		return 0, fmt.Errorf("codec: decode %v: %w", r.typ, err)
+	}
+	return n, nil
+}
+
 // noescape hides p from escape analysis, as the runtime's function of the
 // same name does. Without it the compiler, which cannot see through the
 // valueCodec interface call, would move v to the heap and every Append and

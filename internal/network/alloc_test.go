@@ -16,10 +16,12 @@ func TestSerialAllocs(t *testing.T) {
 	enc := recordEncoder[int64]{c: codec.Int64()}
 	dec := newRecordDecoder(codec.Int64(), false)
 	buf := make([]byte, 0, 100) // small: many records span two buffers
+	var v int64
 	run := func() {
 		n := 0
 		for i := range int64(1000) {
-			p := enc.encode(i, i)
+			v = i
+			p := enc.encode(&v, i)
 			for len(p) > 0 {
 				k := copy(buf[len(buf):cap(buf)], p)
 				buf, p = buf[:len(buf)+k], p[k:]
@@ -124,14 +126,14 @@ func TestReuseAllocs(t *testing.T) {
 	}
 	run := func() {
 		for range 1000 {
-			if b, ok := enc.encodeInto(buf, rec, NoTimestamp); ok {
+			if b, ok := enc.encodeInto(buf, &rec, NoTimestamp); ok {
 				buf = b
 				if len(buf) == cap(buf) {
 					emit()
 				}
 				continue
 			}
-			for p := enc.encode(rec, NoTimestamp); len(p) > 0; {
+			for p := enc.encode(&rec, NoTimestamp); len(p) > 0; {
 				k := copy(buf[len(buf):cap(buf)], p)
 				buf, p = buf[:len(buf)+k], p[k:]
 				if len(buf) == cap(buf) {

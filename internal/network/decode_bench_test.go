@@ -33,10 +33,10 @@ func BenchmarkDecode(b *testing.B) {
 }
 
 func benchDecode[T any](b *testing.B, c codec.Codec[T], rec T, clear, reuse bool) {
-	enc := recordEncoder[T]{c: c}
+	enc := newRecordEncoder(c)
 	var buf []byte
 	for len(buf) < 32<<10-128 {
-		buf = append(buf, enc.encode(rec, NoTimestamp)...)
+		buf = append(buf, enc.encode(&rec, NoTimestamp)...)
 	}
 	d := newRecordDecoder(c, clear)
 	d.reuse = reuse

@@ -89,7 +89,7 @@ func NewOutput[T any](n *Node, name string, c codec.Codec[T], done <-chan struct
 	}
 	o := &OutputChannel[T]{
 		outChan: &outChan{node: n, name: name, done: done, space: make(chan struct{}, 1)},
-		enc:     recordEncoder[T]{c: c},
+		enc:     newRecordEncoder(c),
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -449,13 +449,13 @@ func (o *OutputChannel[T]) Write(recs []T, ts []int64) error {
 	}
 	o.hand, o.handTS = recs, ts
 	defer func() { o.hand, o.handTS, o.handAt = nil, nil, 0 }()
-	for i, r := range recs {
+	for i := range recs {
 		t := NoTimestamp
 		if ts != nil {
 			t = ts[i]
 		}
 		o.handAt = i
-		if err := o.write(r, t); err != nil {
+		if err := o.write(&recs[i], t); err != nil {
 			return err
 		}
 	}
@@ -480,7 +480,7 @@ func (o *OutputChannel[T]) WriteRecord(rec T, ts int64) error {
 		var zero T
 		o.one[0], o.hand, o.handTS = zero, nil, nil
 	}()
-	if err := o.write(rec, ts); err != nil {
+	if err := o.write(&o.one[0], ts); err != nil {
 		return err
 	}
 	o.leaveOpen()
@@ -491,7 +491,7 @@ func (o *OutputChannel[T]) WriteRecord(rec T, ts int64) error {
 // when it fits there, else through the encoder's scratch, copied into
 // buffers, or, for a record that fills whole buffers, lent to the
 // connection as it is (lend).
-func (o *OutputChannel[T]) write(r T, ts int64) error {
+func (o *OutputChannel[T]) write(r *T, ts int64) error {
 	if o.cur == nil {
 		if err := o.takeBuffer(); err != nil {
 			return err

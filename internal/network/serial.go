@@ -33,12 +33,27 @@ const maxRecordLen = 1 << 30
 // they fit (encodeInto), else into a reused scratch slice (encode).
 type recordEncoder[T any] struct {
 	c       codec.Codec[T]
+	pc      codec.PointerCodec[T] // c's, or nil: encodes from the caller's memory
 	scratch []byte
 	// lastVal is the length of the last value encoded and maxVal the
 	// longest since the current buffer started: encodeInto tries a buffer
 	// only when maxVal and a header fit in what is left of it, so that the
 	// codec's Append seldom outgrows the buffer (which would allocate).
 	lastVal, maxVal int
+}
+
+func newRecordEncoder[T any](c codec.Codec[T]) recordEncoder[T] {
+	pc, _ := c.(codec.PointerCodec[T])
+	return recordEncoder[T]{c: c, pc: pc}
+}
+
+// appendValue appends the encoding of *v, without copying *v first when
+// the codec can (a PointerCodec).
+func (e *recordEncoder[T]) appendValue(dst []byte, v *T) []byte {
+	if e.pc != nil {
+		return e.pc.AppendFrom(dst, v)
+	}
+	return e.c.Append(dst, *v)
 }
 
 // putRecordHeader writes the header of a record with a value of vlen bytes
@@ -72,11 +87,11 @@ func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 
 // encode returns the record's bytes, header included; they are valid until
 // the next call.
-func (e *recordEncoder[T]) encode(v T, ts int64) []byte {
+func (e *recordEncoder[T]) encode(v *T, ts int64) []byte {
 	if cap(e.scratch) < maxRecordHeader {
 		e.scratch = make([]byte, 0, 256)
 	}
-	s := e.c.Append(e.scratch[:maxRecordHeader], v)
+	s := e.appendValue(e.scratch[:maxRecordHeader], v)
 	e.scratch = s[:0]
 	vlen := len(s) - maxRecordHeader
 	e.note(vlen)
@@ -96,7 +111,7 @@ func (e *recordEncoder[T]) note(vlen int) {
 // copy: the codec appends the value right after room for the header. It
 // returns false, and buf unchanged, when the record may not fit (the
 // caller then encodes it with encode, and it spans buffers).
-func (e *recordEncoder[T]) encodeInto(buf []byte, v T, ts int64) ([]byte, bool) {
+func (e *recordEncoder[T]) encodeInto(buf []byte, v *T, ts int64) ([]byte, bool) {
 	start := len(buf)
 	if start == 0 {
 		e.maxVal = e.lastVal // a new buffer: forget what earlier ones held
@@ -106,7 +121,7 @@ func (e *recordEncoder[T]) encodeInto(buf []byte, v T, ts int64) ([]byte, bool) 
 	}
 	hl := headerLen(e.lastVal, ts) // the usual case: the same length class as the last one
 	dst := buf[start : start+hl : cap(buf)]
-	s := e.c.Append(dst, v)
+	s := e.appendValue(dst, v)
 	vlen := len(s) - hl
 	if unsafe.SliceData(s) != unsafe.SliceData(dst) {
 		// Append outgrew the buffer and moved the record elsewhere.
@@ -139,6 +154,7 @@ func (e *recordEncoder[T]) encodeInto(buf []byte, v T, ts int64) ([]byte, bool) 
 type recordDecoder[T any] struct {
 	c       codec.Codec[T]
 	alias   codec.AliasDecoder[T] // c's, or nil
+	into    codec.PointerCodec[T] // c's, or nil: decodes straight into recs
 	reuse   bool                  // values of records inside a buffer may point into it
 	pending []byte                // the start of a record that continues in the next buffer
 	given   bool                  // pending is a fresh slice that the record's value keeps
@@ -150,7 +166,8 @@ type recordDecoder[T any] struct {
 
 func newRecordDecoder[T any](c codec.Codec[T], clear bool) recordDecoder[T] {
 	a, _ := c.(codec.AliasDecoder[T])
-	return recordDecoder[T]{c: c, alias: a, clear: clear}
+	pc, _ := c.(codec.PointerCodec[T])
+	return recordDecoder[T]{c: c, alias: a, into: pc, clear: clear}
 }
 
 // maxGivenRecord bounds the records gathered in a fresh slice of their
@@ -278,27 +295,47 @@ func (d *recordDecoder[T]) decode(b []byte) error {
 // add decodes the value val of a record, without a copy when alias is
 // set and the codec can.
 func (d *recordDecoder[T]) add(val []byte, ts int64, alias bool) error {
-	var v T
 	var n int
 	var err error
-	if alias && d.alias != nil {
+	switch {
+	case alias && d.alias != nil:
+		var v T
 		v, n, err = d.alias.DecodeAlias(val)
-	} else {
+		if err == nil {
+			d.recs = append(d.recs, v)
+		}
+	case d.into != nil:
+		// Straight into the batch's next slot (DecodeInto zeroes it
+		// first): no copy of the value on the way.
+		if len(d.recs) < cap(d.recs) {
+			d.recs = d.recs[:len(d.recs)+1]
+		} else {
+			var zero T
+			d.recs = append(d.recs, zero)
+		}
+		if n, err = d.into.DecodeInto(val, &d.recs[len(d.recs)-1]); err != nil {
+			d.recs = d.recs[:len(d.recs)-1]
+		}
+	default:
+		var v T
 		v, n, err = d.c.Decode(val)
+		if err == nil {
+			d.recs = append(d.recs, v)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("%w: decode record: %v", ErrMalformed, err)
 	}
 	if n != len(val) {
+		d.recs = d.recs[:len(d.recs)-1]
 		return fmt.Errorf("%w: record of %d bytes, the codec decoded %d", ErrMalformed, len(val), n)
 	}
-	if ts != NoTimestamp && len(d.ts) < len(d.recs) {
+	if ts != NoTimestamp && len(d.ts) < len(d.recs)-1 {
 		// First timestamped record of the batch: earlier ones had none.
-		for range len(d.recs) - len(d.ts) {
+		for range len(d.recs) - 1 - len(d.ts) {
 			d.ts = append(d.ts, NoTimestamp)
 		}
 	}
-	d.recs = append(d.recs, v)
 	if len(d.ts) > 0 || ts != NoTimestamp {
 		d.ts = append(d.ts, ts)
 	}
