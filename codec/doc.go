@@ -14,6 +14,9 @@
 // retains src: strings and slices are copied out of it. String and Bytes
 // also implement AliasDecoder, whose DecodeAlias returns a value pointing
 // into src, for callers that will not modify src while the value lives.
+// The codecs Of builds for composite types also implement PointerCodec,
+// whose AppendFrom and DecodeInto read and write the value through a
+// pointer, without the copies a large value passed by value costs.
 //
 // # Format
 //
