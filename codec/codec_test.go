@@ -42,6 +42,40 @@ func roundTrip[T any](v T) func(*testing.T) {
 		if again := c.Append(nil, got); !bytes.Equal(again, enc) {
 			t.Errorf("re-encoding the decoded value gives %x, want %x", again, enc)
 		}
+		checkPointerCodec(t, c, v, enc)
+	}
+}
+
+// checkPointerCodec checks, for a codec Of built by reflection (every type
+// without a direct codec), that it is a PointerCodec and that AppendFrom
+// and DecodeInto agree with Append and Decode: the same bytes, the same
+// value, also decoded into memory that held another value, and on a
+// truncated input that Decode refuses, an error and a zero value.
+func checkPointerCodec[T any](t *testing.T, c Codec[T], v T, enc []byte) {
+	t.Helper()
+	pc, ok := c.(PointerCodec[T])
+	if _, direct := c.(reflectCodec[T]); !direct {
+		return // a direct codec: scalars and strings, passed by value
+	} else if !ok {
+		t.Fatalf("%T is not a PointerCodec", c)
+	}
+	if got := pc.AppendFrom([]byte("p"), &v); !bytes.Equal(got[1:], enc) || got[0] != 'p' {
+		t.Errorf("AppendFrom gives %x, Append %x", got, enc)
+	}
+	into := v // memory that holds a value already
+	n, err := pc.DecodeInto(append(bytes.Clone(enc), "trailing"...), &into)
+	if err != nil || n != len(enc) || !reflect.DeepEqual(into, v) {
+		t.Errorf("DecodeInto: %#v, %d bytes, %v; want %#v, %d bytes", into, n, err, v, len(enc))
+	}
+	if len(enc) == 0 {
+		return
+	}
+	if _, _, err := c.Decode(enc[:len(enc)-1]); err != nil {
+		into = v
+		var zero T
+		if n, err := pc.DecodeInto(enc[:len(enc)-1], &into); err == nil || n != 0 || !reflect.DeepEqual(into, zero) {
+			t.Errorf("DecodeInto of a truncated input: %#v, %d bytes, error %v; want zero, 0 and an error", into, n, err)
+		}
 	}
 }
 
