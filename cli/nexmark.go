@@ -24,6 +24,7 @@ import (
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/connector"
 	"github.com/weirstream/weir/internal/cluster"
+	"github.com/weirstream/weir/internal/restart"
 	"github.com/weirstream/weir/nexmark"
 	"github.com/weirstream/weir/nexmark/queries"
 )
@@ -482,6 +483,18 @@ func runNexmarkReport(cmd *cobra.Command, f nexmarkReportFlags) error {
 	}
 	if _, _, err := nexmarkSource(cmd, &f.nexmarkRunFlags); err != nil {
 		return err
+	}
+	for _, b := range backends {
+		// A bad job flag is one error before any run, not
+		// a failed row for every query.
+		run := f.nexmarkRunFlags
+		run.backend = b
+		if _, err := run.jobOptions(); err != nil {
+			return err
+		}
+	}
+	if _, err := restart.Parse(f.restart); f.restart != "" && err != nil {
+		return fmt.Errorf("--restart: %w", err)
 	}
 	if f.runs < 1 || f.runs > 100 {
 		return fmt.Errorf("--runs is %d: use 1 to 100 runs per query", f.runs)

@@ -194,6 +194,9 @@ func TestNexmarkRunBadInput(t *testing.T) {
 	if _, stderr, code := runWeir(t, "nexmark", "report", "--events", "10", "--queries", "q0,q42"); code == 0 || !strings.Contains(stderr, `unknown query "q42"`) {
 		t.Errorf("report with an unknown query: exit %d, stderr %q", code, stderr)
 	}
+	if _, stderr, code := runWeir(t, "nexmark", "report", "--events", "10", "--queries", "q0,q1", "--restart", "bogus"); code == 0 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "bogus") {
+		t.Errorf("report with a bad --restart: exit %d, stderr %q; want one line naming it", code, stderr)
+	}
 	for _, runs := range []string{"0", "-2", "101"} {
 		if _, stderr, code := runWeir(t, "nexmark", "report", "--events", "10", "--queries", "q0", "--runs", runs); code == 0 || !strings.Contains(stderr, "--runs is "+runs) {
 			t.Errorf("report --runs %s: exit %d, stderr %q", runs, code, stderr)
