@@ -71,7 +71,12 @@ func TestSlowSinkBoundsInFlight(t *testing.T) {
 	cfg := SlowSinkConfig{
 		Records: 50_000,
 		Delay:   time.Microsecond,
-		Options: weir.Options{BatchSize: batch, QueueSize: queue},
+		// The bound below is the in-process exchange's, so the test pins
+		// it (make test-tcp sets WEIR_EXCHANGE=tcp for every job): over TCP
+		// the network's credits hold more records (2 exclusive and 8
+		// floating buffers of 32 KiB per channel), and its own memory test,
+		// internal/network's TestMemoryBounded, proves that bound.
+		Options: weir.Options{BatchSize: batch, QueueSize: queue, Exchange: "local"},
 	}
 	r, err := RunSlowSink(testContext(t), cfg)
 	if err != nil {
