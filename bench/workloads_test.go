@@ -75,7 +75,8 @@ func TestSlowSinkBoundsInFlight(t *testing.T) {
 		// it (make test-tcp sets WEIR_EXCHANGE=tcp for every job): over TCP
 		// the network's credits hold more records (2 exclusive and 8
 		// floating buffers of 32 KiB per channel), and its own memory test,
-		// internal/network's TestMemoryBounded, proves that bound.
+		// internal/network's TestMemoryBounded (WEIR_NETWORK_MEMTEST=1),
+		// proves that bound.
 		Options: weir.Options{BatchSize: batch, QueueSize: queue, Exchange: "local"},
 	}
 	r, err := RunSlowSink(testContext(t), cfg)
