@@ -53,10 +53,11 @@ func roundTrip[T any](v T) func(*testing.T) {
 // truncated input that Decode refuses, an error and a zero value.
 func checkPointerCodec[T any](t *testing.T, c Codec[T], v T, enc []byte) {
 	t.Helper()
-	pc, ok := c.(PointerCodec[T])
-	if _, direct := c.(reflectCodec[T]); !direct {
+	if _, reflected := c.(reflectCodec[T]); !reflected {
 		return // a direct codec: scalars and strings, passed by value
-	} else if !ok {
+	}
+	pc, ok := c.(PointerCodec[T])
+	if !ok {
 		t.Fatalf("%T is not a PointerCodec", c)
 	}
 	if got := pc.AppendFrom([]byte("p"), &v); !bytes.Equal(got[1:], enc) || got[0] != 'p' {
